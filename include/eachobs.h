@@ -1,0 +1,274 @@
+/*
+ * eachobs: load a dataset's observations in parallel, on threads, into
+ * preallocated slots that the consumer reads in place.
+ *
+ * Overview
+ * --------
+ * A dataset is a small vtable (eachobs_dataset): numobs() says how many
+ * observations there are, getobs() writes observation idx into a slot of
+ * obs_size bytes that the library owns. eachobs_parallel() calls numobs()
+ * once, allocates every slot it will ever use and starts the worker threads;
+ * eachobs_next() yields one loaded observation at a time; eachobs_close()
+ * stops the iteration at any point and frees everything.
+ *
+ *     eachobs_iter *it;
+ *     int rc = eachobs_parallel(&it, &data, &(eachobs_options){ .nthreads = 8 });
+ *     if (rc < 0) return rc;
+ *     const void *obs; size_t idx;
+ *     while ((rc = eachobs_next(it, &obs, &idx)) == 1)
+ *             train_on(obs);
+ *     eachobs_close(it);       // rc is 0 at the end, < 0 on error
+ *
+ * Ownership and lifetime
+ * ----------------------
+ * A slot is written exactly once per observation, by the thread that runs
+ * getobs for it, and then read in place by the consumer: there is no copy
+ * between getobs and the caller of eachobs_next(). The pointer that
+ * eachobs_next() yields stays valid and its bytes stay unchanged until the
+ * next eachobs_next() or eachobs_close() on the same iterator; after that the
+ * library may hand the slot to another getobs call. Copy what must outlive
+ * that.
+ *
+ * Memory is fixed at start: the iterator allocates
+ * buffersize + nthreads + 1 slots and nothing that grows with the number of
+ * observations, so an iterator over 2^40 observations starts as fast as one
+ * over ten. At most buffersize loaded observations wait in the hand-off
+ * buffer; every worker holds at most one more (being loaded, or loaded and
+ * waiting for room); the consumer holds at most one (yielded, or being
+ * loaded by the consumer itself under EACHOBS_THREADED).
+ *
+ * Threading
+ * ---------
+ * Each iterator has exactly one consumer: eachobs_next() and eachobs_close()
+ * on one iterator must not run concurrently, but they may be called from
+ * different threads one after the other. Any number of iterators may exist
+ * at once; they share nothing. getobs() is called concurrently from several
+ * threads (for different indices), and with EACHOBS_THREADED also from the
+ * consumer's thread, inside eachobs_next(). numobs() is called once, on the
+ * thread that calls eachobs_parallel().
+ *
+ * Waiting
+ * -------
+ * No thread spins for long: a worker that finds the buffer full, and a
+ * consumer that finds it empty, spin for about a microsecond and then sleep
+ * on a futex until precisely the event they need happens. A slow consumer
+ * leaves the workers asleep; a slow dataset leaves the consumer asleep.
+ *
+ * Errors
+ * ------
+ * Every function that can fail returns 0 (or 1 for "an item") or a negative
+ * errno value; nothing is reported through the global errno. Codes that
+ * getobs() returns are passed through unchanged. eachobs_strerror() names
+ * every code.
+ */
+#ifndef EACHOBS_H
+#define EACHOBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(EACHOBS_BUILDING) && defined(__GNUC__)
+#define EACHOBS_API __attribute__((visibility("default")))
+#else
+#define EACHOBS_API
+#endif
+
+/**
+ * A dataset: what the library needs to load observation idx.
+ *
+ * The library never copies or frees ctx; it must stay valid until
+ * eachobs_close() returns.
+ */
+typedef struct eachobs_dataset {
+	/** Passed to both callbacks. */
+	void *ctx;
+	/**
+	 * The number of observations. Called exactly once, inside
+	 * eachobs_parallel(), on the caller's thread. Required.
+	 */
+	size_t (*numobs)(void *ctx);
+	/**
+	 * Write observation idx into obs, which points to obs_size bytes owned by
+	 * the library (aligned to 64 bytes; NULL-free even when obs_size is 0).
+	 * Called exactly once for every idx in [0, n) unless the iteration stops
+	 * early (close or error). Calls for different indices run concurrently on
+	 * different threads, so getobs must be thread-safe for distinct indices.
+	 * Return 0 on success or a negative code; the first failure (in index
+	 * order when ordered) is reported by eachobs_next() with its index. A
+	 * positive return value breaks this contract and is reported as -ERANGE.
+	 * Required.
+	 */
+	int (*getobs)(void *ctx, size_t idx, void *obs);
+	/** Bytes of one observation slot; 0 is allowed (index-only datasets). */
+	size_t obs_size;
+} eachobs_dataset;
+
+/** Who runs getobs(). */
+typedef enum eachobs_executor {
+	/**
+	 * Worker threads, and the consumer helps: an eachobs_next() that finds
+	 * nothing ready runs a pending getobs() itself instead of sleeping (like
+	 * Julia's ThreadedEx). Best when the consumer has nothing else to do.
+	 */
+	EACHOBS_THREADED = 0,
+	/**
+	 * Worker threads only: the consumer's thread never runs getobs(), so the
+	 * training thread stays free (DataLoaders.jl's useprimary=false).
+	 */
+	EACHOBS_BACKGROUND,
+	/**
+	 * No threads: getobs() runs inside eachobs_next(), in index order, one
+	 * slot in all (for debugging, like PyTorch's num_workers=0). nthreads,
+	 * basesize, oversubscription, buffersize and ordered are ignored.
+	 */
+	EACHOBS_SERIAL,
+} eachobs_executor;
+
+/**
+ * Options. All-zero (or a NULL pointer) means every default; use designated
+ * initializers: `eachobs_options o = { .nthreads = 8, .ordered = true };`
+ */
+typedef struct eachobs_options {
+	/**
+	 * Worker threads. 0: the number of online CPUs. At most
+	 * EACHOBS_MAX_THREADS. Fewer are started when there are fewer tasks
+	 * than threads.
+	 */
+	unsigned nthreads;
+	/**
+	 * Observations per task: a worker takes this many consecutive indices at
+	 * a time, and thieves steal whole tasks. 0: derived,
+	 * ceil(n / (oversubscription * nthreads)). In ordered mode a worker
+	 * claims at most max(1, buffersize / (2 * nthreads)) indices at a time
+	 * so that the reorder window stays full (see `ordered`).
+	 */
+	size_t basesize;
+	/**
+	 * Tasks per thread when basesize is 0. 0: the default,
+	 * EACHOBS_DEFAULT_OVERSUBSCRIPTION (8, as FoldsThreads.jl suggests:
+	 * enough tasks that a slow one does not leave the others idle).
+	 */
+	unsigned oversubscription;
+	/**
+	 * Loaded observations that may wait for the consumer. 0: the default,
+	 * max(EACHOBS_DEFAULT_BUFFER_MIN, EACHOBS_DEFAULT_BUFFER_PER_THREAD *
+	 * nthreads). Memory used for slots is
+	 * (buffersize + nthreads + 1) * obs_size, rounded up to 64 bytes each.
+	 */
+	size_t buffersize;
+	/** Who runs getobs(); EACHOBS_THREADED by default. */
+	eachobs_executor executor;
+	/**
+	 * Yield in increasing index order. Workers then take indices from one
+	 * shared counter in index order instead of stealing ranges, and the
+	 * buffersize + nthreads + 1 slots form a reorder window: index i may be
+	 * loaded once index i - (buffersize + nthreads + 1) has been released by
+	 * the consumer, so memory stays bounded and the index the consumer waits
+	 * for is always being loaded.
+	 */
+	bool ordered;
+} eachobs_options;
+
+/** Upper bound on eachobs_options.nthreads. */
+#define EACHOBS_MAX_THREADS 1024u
+/** Upper bound on buffersize + nthreads + 1. */
+#define EACHOBS_MAX_SLOTS (1u << 24)
+/** Default tasks per thread when basesize is derived. */
+#define EACHOBS_DEFAULT_OVERSUBSCRIPTION 8u
+/** Default buffersize: at least this many ... */
+#define EACHOBS_DEFAULT_BUFFER_MIN 16u
+/** ... and this many per worker thread. */
+#define EACHOBS_DEFAULT_BUFFER_PER_THREAD 4u
+
+/** An iterator; opaque. */
+typedef struct eachobs_iter eachobs_iter;
+
+/**
+ * Start loading a dataset.
+ *
+ * Validates the arguments, calls data->numobs() once, allocates every slot
+ * and starts the worker threads (none for EACHOBS_SERIAL, none when n is 0).
+ * *data is copied; data->ctx must stay valid until eachobs_close().
+ *
+ * @param it    receives the iterator; set to NULL on failure.
+ * @param data  the dataset; numobs and getobs are required.
+ * @param opts  options, or NULL for every default.
+ * @return 0 on success;
+ *   -EINVAL when it, data, data->numobs or data->getobs is NULL, the
+ *           executor is out of range, nthreads exceeds EACHOBS_MAX_THREADS,
+ *           or the slot count or slot memory would overflow
+ *           (buffersize + nthreads + 1 > EACHOBS_MAX_SLOTS);
+ *   -ENOMEM when an allocation fails;
+ *   -EAGAIN when a thread cannot be created.
+ *   On failure no getobs() has run (numobs() may have), every thread that
+ *   was started has been joined and nothing is left allocated.
+ *
+ * Thread: any. Blocks only to create threads.
+ */
+EACHOBS_API int eachobs_parallel(eachobs_iter **it, const eachobs_dataset *data,
+				 const eachobs_options *opts);
+
+/**
+ * Yield the next loaded observation.
+ *
+ * Gives up the observation yielded by the previous call (its slot may be
+ * reused from now on), then waits until an observation is ready: any one when
+ * unordered, the next index when ordered. Under EACHOBS_THREADED a call that
+ * finds nothing ready loads a pending observation itself; under SERIAL every
+ * call loads one.
+ *
+ * @param it   the iterator.
+ * @param obs  receives a pointer to the observation's obs_size bytes, valid
+ *             and unchanged until the next eachobs_next() or
+ *             eachobs_close(); NULL on end or error. May be NULL.
+ * @param idx  receives the observation's index; on a getobs failure, the
+ *             index that failed; untouched at the end. May be NULL.
+ * @return 1 when an observation was yielded;
+ *   0 once every observation has been yielded, and on every later call;
+ *   c < 0, the code a getobs() returned, after that getobs failed (in
+ *     ordered mode, only after every lower index was yielded); every later
+ *     call returns c again, with *idx set to the same index;
+ *   -ERANGE when a getobs() returned a positive value (a contract breach);
+ *   -EINVAL when it is NULL.
+ *
+ * Thread: the iterator's one consumer at a time. Blocks (sleeping) until an
+ * observation is ready.
+ */
+EACHOBS_API int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx);
+
+/**
+ * Stop and free an iterator.
+ *
+ * Works at any point: before anything was consumed, mid-way, after the end,
+ * after an error. No getobs() starts once close has begun; close waits for
+ * the getobs() calls that are running (so it returns within about one getobs
+ * duration), joins every thread and frees every slot. Pointers yielded by
+ * eachobs_next() are invalid afterwards.
+ *
+ * @param it  the iterator, or NULL (then nothing happens).
+ *
+ * Thread: the iterator's consumer. Blocks until running getobs() calls end.
+ */
+EACHOBS_API void eachobs_close(eachobs_iter *it);
+
+/**
+ * A readable message for a code returned by this library or passed through
+ * from getobs().
+ *
+ * @param code  0, 1, or a negative errno value.
+ * @return a static string, never NULL; a generic message for codes that are
+ *   not known.
+ *
+ * Thread: any; never blocks.
+ */
+EACHOBS_API const char *eachobs_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EACHOBS_H */

@@ -1,0 +1,218 @@
+/*
+ * Internal declarations shared by the library's source files.
+ *
+ * Map of the sources:
+ *   event.c  sleeping and waking: an event count over a futex
+ *   alloc.c  allocation and thread creation, with test-only fault injection
+ *   pool.c   worker threads, per-worker deques of index ranges, stealing
+ *   ring.c   unordered hand-off: slots through two ck_rings, with credits
+ *   order.c  ordered hand-off: the slots as a reorder window
+ *   iter.c   the public iterator: validation, defaults, start, next, close
+ *   error.c  eachobs_strerror
+ */
+#ifndef EACHOBS_INTERNAL_H
+#define EACHOBS_INTERNAL_H
+
+#include "eachobs.h"
+
+#include <ck_ring.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EACHOBS__CACHELINE 64
+#define EACHOBS__ALIGNED __attribute__((aligned(EACHOBS__CACHELINE)))
+
+/* ---- event.c -------------------------------------------------------- */
+
+/*
+ * An event count: threads sleep on it until a condition they test becomes
+ * true. The notifier changes the condition first, then calls notify, which
+ * issues a full fence before it looks for sleepers; a waiter registers
+ * itself before testing the condition. Either the notifier sees the waiter or
+ * the waiter sees the new condition, so no wake-up is lost.
+ */
+struct eachobs__event {
+	_Atomic uint32_t epoch;   /* the futex word; bumped by every wake */
+	_Atomic uint32_t waiters; /* threads between registering and leaving */
+};
+
+typedef bool (*eachobs__cond_fn)(const void *arg);
+
+void eachobs__event_init(struct eachobs__event *ev);
+/* Return once cond(arg) is true: spin about `spins` times, then sleep. */
+void eachobs__event_wait(struct eachobs__event *ev, eachobs__cond_fn cond,
+			 const void *arg, unsigned spins);
+/* Wake up to nwake sleepers if there are any (call after changing the
+ * condition). Cheap when nobody waits: a fence and a load. */
+void eachobs__event_notify(struct eachobs__event *ev, int nwake);
+static inline void eachobs__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- alloc.c -------------------------------------------------------- */
+
+void *eachobs__calloc(size_t nmemb, size_t size);
+/* size bytes aligned to a cache line; NULL on failure. */
+void *eachobs__alloc_aligned(size_t size);
+void eachobs__free(void *p);
+/* pthread_create; returns 0 or a positive errno like pthread_create. */
+int eachobs__thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* ---- slots ---------------------------------------------------------- */
+
+/*
+ * A slot: one observation's memory and what the loader says about it.
+ * idx and status are written by the thread that loads the slot before it
+ * hands the slot over (ck_ring enqueue, or the release store of `turn`), and
+ * read by the consumer after it took the slot over, so they need no atomics.
+ */
+struct eachobs__slot {
+	unsigned char *data; /* obs_size bytes, 64-byte aligned; fixed */
+	size_t idx;
+	int status;          /* what getobs returned, mapped to <= 0 */
+	/* Ordered mode: slot s serves indices s, s + W, s + 2W, ... For index
+	 * s + kW, turn is 2k while the slot waits to be loaded and 2k + 1 once
+	 * loaded; the consumer moves it to 2k + 2 when it lets go. Compared
+	 * for equality only, so it may wrap. */
+	_Atomic uint32_t turn;
+	struct eachobs__event ev; /* ordered: wakes on every change of turn */
+} EACHOBS__ALIGNED;
+
+/* ---- ring.c: the unordered hand-off --------------------------------- */
+
+struct eachobs__ring {
+	ck_ring_t ready;                 /* loaded slots; workers -> consumer */
+	ck_ring_t free;                  /* empty slots; consumer -> loaders */
+	ck_ring_buffer_t *ready_buf;
+	ck_ring_buffer_t *free_buf;
+	pthread_mutex_t producer_lock;   /* serializes enqueues to `ready` */
+	bool lock_ready;                 /* producer_lock was initialized */
+	/* Room left for loaded slots: buffersize minus what waits in `ready`.
+	 * A loader takes a credit before it enqueues, the consumer gives it
+	 * back after it dequeued. This is what bounds the ready ring exactly,
+	 * since a ck_ring's capacity is a power of two minus one. */
+	_Atomic size_t credits EACHOBS__ALIGNED;
+	struct eachobs__event ev_ready EACHOBS__ALIGNED; /* consumer sleeps */
+	struct eachobs__event ev_room EACHOBS__ALIGNED;  /* loaders sleep */
+	struct eachobs__event ev_free;                   /* loaders, rarely */
+};
+
+/* ---- order.c: the ordered hand-off ---------------------------------- */
+
+struct eachobs__order {
+	_Atomic size_t next_claim EACHOBS__ALIGNED; /* first unclaimed index */
+	/* The lowest index whose getobs failed, or n. Nothing at or above it
+	 * is loaded any more: the consumer stops there. */
+	_Atomic size_t limit EACHOBS__ALIGNED;
+	size_t chunk;     /* indices a worker claims at once */
+	size_t next;      /* consumer only: the index it yields next */
+};
+
+/* ---- pool.c: threads and deques ------------------------------------- */
+
+/* A worker's deque: the indices [lo, hi) not yet claimed. The owner takes
+ * tasks from the front, thieves from the back; both under `lock`. lo and hi
+ * are atomics only so that thieves may read them unlocked to pick a victim. */
+struct eachobs__deque {
+	pthread_mutex_t lock;
+	_Atomic size_t lo;
+	_Atomic size_t hi;
+} EACHOBS__ALIGNED;
+
+struct eachobs__worker {
+	eachobs_iter *it;
+	unsigned self;
+	pthread_t thread;
+};
+
+struct eachobs__pool {
+	struct eachobs__deque *deques; /* unordered only: one per worker */
+	struct eachobs__worker *workers;
+	unsigned nthreads;             /* workers to start */
+	unsigned nstarted;             /* workers started */
+	/* Indices still in some deque; a worker leaves when it reaches 0. */
+	_Atomic size_t unclaimed EACHOBS__ALIGNED;
+	/* Workers wait on `ev_go` for `go` so that nothing loads before
+	 * eachobs_parallel knows it will succeed. */
+	_Atomic bool go;
+	struct eachobs__event ev_go;
+};
+
+/* ---- the iterator --------------------------------------------------- */
+
+struct eachobs_iter {
+	/* Fixed at start. */
+	eachobs_dataset data;
+	size_t n;
+	eachobs_executor executor;
+	bool ordered;
+	size_t basesize;   /* observations per task (unordered) */
+	size_t buffersize;
+	size_t nslots;     /* buffersize + workers + 1; 1 for SERIAL */
+	size_t stride;     /* obs_size rounded up to a cache line */
+	struct eachobs__slot *slots;
+	unsigned char *mem;
+
+	/* Shared by every thread. */
+	_Atomic bool closing EACHOBS__ALIGNED; /* no getobs may start */
+	_Atomic bool stop;   /* unordered: a getobs failed, claim no more */
+	struct eachobs__pool pool;
+	struct eachobs__ring ring;
+	struct eachobs__order order;
+
+	/* The consumer's own. */
+	struct eachobs__slot *held EACHOBS__ALIGNED; /* yielded last */
+	size_t yielded;    /* unordered: observations handed out */
+	int err;           /* sticky: the error returned from now on */
+	size_t err_idx;
+};
+
+/* iter.c: run getobs for idx into slot; record a failure. */
+void eachobs__load(eachobs_iter *it, struct eachobs__slot *slot, size_t idx);
+static inline bool eachobs__closing(const eachobs_iter *it)
+{
+	return atomic_load_explicit(&it->closing, memory_order_acquire);
+}
+
+/* pool.c */
+int eachobs__pool_init(eachobs_iter *it, unsigned nthreads);
+int eachobs__pool_start(eachobs_iter *it);
+void eachobs__pool_wake_all(eachobs_iter *it);
+void eachobs__pool_join(eachobs_iter *it);
+void eachobs__pool_fini(eachobs_iter *it);
+/* Worker self (unordered): claim the next task [*lo, *hi), from its own
+ * deque or stolen; false when no work is left. */
+bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *lo,
+			 size_t *hi);
+/* Consumer (THREADED, unordered): take one unclaimed index. */
+bool eachobs__pool_take_one(eachobs_iter *it, size_t *idx);
+
+/* ring.c */
+int eachobs__ring_init(eachobs_iter *it);
+void eachobs__ring_fini(eachobs_iter *it);
+struct eachobs__slot *eachobs__ring_get_free(eachobs_iter *it);
+struct eachobs__slot *eachobs__ring_try_get_free(eachobs_iter *it);
+void eachobs__ring_put_free(eachobs_iter *it, struct eachobs__slot *slot);
+bool eachobs__ring_put_ready(eachobs_iter *it, struct eachobs__slot *slot);
+struct eachobs__slot *eachobs__ring_get_ready(eachobs_iter *it);
+void eachobs__ring_wait_ready(eachobs_iter *it);
+void eachobs__ring_wake_all(eachobs_iter *it);
+void eachobs__ring_worker(eachobs_iter *it, unsigned self);
+
+/* order.c */
+void eachobs__order_init(eachobs_iter *it, size_t chunk);
+void eachobs__order_worker(eachobs_iter *it);
+int eachobs__order_next(eachobs_iter *it, struct eachobs__slot **out);
+void eachobs__order_release(eachobs_iter *it, struct eachobs__slot *slot);
+void eachobs__order_fail(eachobs_iter *it, size_t idx);
+void eachobs__order_wake_all(eachobs_iter *it);
+
+#endif /* EACHOBS_INTERNAL_H */

@@ -1,0 +1,296 @@
+/*
+ * The public iterator: argument checks, defaults, start-up, eachobs_next
+ * for each executor and ordering, and the close protocol.
+ *
+ * Close protocol: set `closing`, wake every sleeper (each wait tests
+ * `closing`), join the workers, free. Workers test `closing` right before
+ * every getobs and in every wait, so close returns once the getobs calls
+ * already running have returned.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+struct config {
+	unsigned nthreads;  /* requested or derived */
+	size_t buffersize;
+	size_t stride;
+};
+
+static size_t ceil_div(size_t a, size_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+static unsigned online_cpus(void)
+{
+	long c = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (c < 1)
+		return 1;
+	return c > (long)EACHOBS_MAX_THREADS ? EACHOBS_MAX_THREADS
+					     : (unsigned)c;
+}
+
+/* Everything that can be checked before numobs is called. */
+static int check_args(eachobs_iter **it, const eachobs_dataset *data,
+		      const eachobs_options *o, struct config *cfg)
+{
+	if (!it)
+		return -EINVAL;
+	*it = NULL;
+	if (!data || !data->numobs || !data->getobs)
+		return -EINVAL;
+	if ((unsigned)o->executor > (unsigned)EACHOBS_SERIAL)
+		return -EINVAL;
+	if (o->nthreads > EACHOBS_MAX_THREADS)
+		return -EINVAL;
+	cfg->nthreads = o->nthreads ? o->nthreads : online_cpus();
+	cfg->buffersize = o->buffersize;
+	if (!cfg->buffersize) {
+		cfg->buffersize = (size_t)EACHOBS_DEFAULT_BUFFER_PER_THREAD *
+				  cfg->nthreads;
+		if (cfg->buffersize < EACHOBS_DEFAULT_BUFFER_MIN)
+			cfg->buffersize = EACHOBS_DEFAULT_BUFFER_MIN;
+	}
+	if (cfg->buffersize > EACHOBS_MAX_SLOTS ||
+	    cfg->buffersize + cfg->nthreads + 1 > EACHOBS_MAX_SLOTS)
+		return -EINVAL;
+	if (data->obs_size > SIZE_MAX - EACHOBS__CACHELINE)
+		return -EINVAL;
+	cfg->stride = (data->obs_size + EACHOBS__CACHELINE - 1) &
+		      ~(size_t)(EACHOBS__CACHELINE - 1);
+	if (cfg->stride &&
+	    cfg->buffersize + cfg->nthreads + 1 > SIZE_MAX / cfg->stride)
+		return -EINVAL;
+	return 0;
+}
+
+/* Shape the run once n is known: task size, workers, slots. */
+static unsigned plan(eachobs_iter *it, const eachobs_options *o,
+		     const struct config *cfg)
+{
+	size_t os = o->oversubscription ? o->oversubscription
+					: EACHOBS_DEFAULT_OVERSUBSCRIPTION;
+	size_t n = it->n, workers;
+
+	it->basesize = o->basesize;
+	if (!it->basesize)
+		it->basesize = n ? ceil_div(n, os * cfg->nthreads) : 1;
+	it->buffersize = cfg->buffersize;
+	it->stride = cfg->stride;
+	if (it->executor == EACHOBS_SERIAL || n == 0) {
+		it->nslots = 1;
+		return 0;
+	}
+	if (it->ordered) {
+		/* Chunks larger than the window's share per worker would
+		 * leave workers waiting for room instead of loading. */
+		size_t share = cfg->buffersize / (2 * (size_t)cfg->nthreads);
+		size_t chunk = it->basesize < share ? it->basesize : share;
+		eachobs__order_init(it, chunk ? chunk : 1);
+		workers = ceil_div(n, it->order.chunk);
+	} else {
+		workers = ceil_div(n, it->basesize);
+	}
+	if (workers > cfg->nthreads)
+		workers = cfg->nthreads;
+	it->nslots = cfg->buffersize + workers + 1;
+	return (unsigned)workers;
+}
+
+static int alloc_slots(eachobs_iter *it)
+{
+	it->slots = eachobs__alloc_aligned(it->nslots * sizeof(*it->slots));
+	it->mem = eachobs__alloc_aligned(it->nslots * it->stride);
+	if (!it->slots || !it->mem)
+		return -ENOMEM;
+	memset(it->slots, 0, it->nslots * sizeof(*it->slots));
+	for (size_t i = 0; i < it->nslots; i++) {
+		it->slots[i].data = it->mem + i * it->stride;
+		atomic_init(&it->slots[i].turn, 0);
+		eachobs__event_init(&it->slots[i].ev);
+	}
+	return 0;
+}
+
+static void destroy(eachobs_iter *it)
+{
+	atomic_store(&it->closing, true);
+	eachobs__pool_wake_all(it);
+	eachobs__ring_wake_all(it);
+	if (it->slots)
+		eachobs__order_wake_all(it);
+	eachobs__pool_join(it);
+	eachobs__pool_fini(it);
+	eachobs__ring_fini(it);
+	eachobs__free(it->mem);
+	eachobs__free(it->slots);
+	eachobs__free(it);
+}
+
+static int start(eachobs_iter *it, unsigned workers)
+{
+	int rc = alloc_slots(it);
+
+	if (rc == 0 && workers > 0 && !it->ordered)
+		rc = eachobs__ring_init(it);
+	if (rc == 0)
+		rc = eachobs__pool_init(it, workers);
+	if (rc == 0)
+		rc = eachobs__pool_start(it);
+	return rc;
+}
+
+int eachobs_parallel(eachobs_iter **itp, const eachobs_dataset *data,
+		     const eachobs_options *opts)
+{
+	static const eachobs_options defaults;
+	const eachobs_options *o = opts ? opts : &defaults;
+	struct config cfg;
+	int rc = check_args(itp, data, o, &cfg);
+
+	if (rc < 0)
+		return rc;
+	eachobs_iter *it = eachobs__alloc_aligned(sizeof(*it));
+	if (!it)
+		return -ENOMEM;
+	memset(it, 0, sizeof(*it));
+	it->data = *data;
+	it->executor = o->executor;
+	it->ordered = o->ordered && o->executor != EACHOBS_SERIAL;
+	eachobs__event_init(&it->pool.ev_go);
+	eachobs__event_init(&it->ring.ev_ready);
+	eachobs__event_init(&it->ring.ev_room);
+	eachobs__event_init(&it->ring.ev_free);
+	it->n = data->numobs(data->ctx);
+	rc = start(it, plan(it, o, &cfg));
+	if (rc < 0) {
+		destroy(it);
+		return rc;
+	}
+	*itp = it;
+	return 0;
+}
+
+void eachobs__load(eachobs_iter *it, struct eachobs__slot *slot, size_t idx)
+{
+	int rc = it->data.getobs(it->data.ctx, idx, slot->data);
+
+	if (rc > 0)
+		rc = -ERANGE;
+	slot->idx = idx;
+	slot->status = rc;
+	if (rc == 0)
+		return;
+	if (it->ordered)
+		eachobs__order_fail(it, idx);
+	else
+		atomic_store_explicit(&it->stop, true, memory_order_relaxed);
+}
+
+/* Hand slot to the caller, or turn its failure into the sticky error. */
+static int yield(eachobs_iter *it, struct eachobs__slot *slot,
+		 const void **obs, size_t *idx)
+{
+	if (idx)
+		*idx = slot->idx;
+	if (slot->status < 0) {
+		it->err = slot->status;
+		it->err_idx = slot->idx;
+		if (!it->ordered && it->executor != EACHOBS_SERIAL)
+			eachobs__ring_put_free(it, slot);
+		return it->err;
+	}
+	it->held = slot;
+	if (obs)
+		*obs = slot->data;
+	return 1;
+}
+
+static int next_serial(eachobs_iter *it, const void **obs, size_t *idx)
+{
+	if (it->yielded == it->n)
+		return 0;
+	eachobs__load(it, &it->slots[0], it->yielded++);
+	return yield(it, &it->slots[0], obs, idx);
+}
+
+static int next_ordered(eachobs_iter *it, const void **obs, size_t *idx)
+{
+	struct eachobs__slot *slot;
+
+	if (it->held)
+		eachobs__order_release(it, it->held);
+	it->held = NULL;
+	if (eachobs__order_next(it, &slot) == 0)
+		return 0;
+	return yield(it, slot, obs, idx);
+}
+
+/* THREADED consumer with nothing ready: load one pending index itself. */
+static struct eachobs__slot *help_unordered(eachobs_iter *it)
+{
+	struct eachobs__slot *slot;
+	size_t idx;
+
+	if (atomic_load_explicit(&it->stop, memory_order_relaxed))
+		return NULL;
+	slot = eachobs__ring_try_get_free(it);
+	if (!slot)
+		return NULL;
+	if (!eachobs__pool_take_one(it, &idx)) {
+		eachobs__ring_put_free(it, slot);
+		return NULL;
+	}
+	eachobs__load(it, slot, idx);
+	return slot;
+}
+
+static int next_unordered(eachobs_iter *it, const void **obs, size_t *idx)
+{
+	if (it->held)
+		eachobs__ring_put_free(it, it->held);
+	it->held = NULL;
+	for (;;) {
+		if (it->yielded == it->n)
+			return 0;
+		struct eachobs__slot *slot = eachobs__ring_get_ready(it);
+		if (!slot && it->executor == EACHOBS_THREADED)
+			slot = help_unordered(it);
+		if (slot) {
+			it->yielded++;
+			return yield(it, slot, obs, idx);
+		}
+		eachobs__ring_wait_ready(it);
+	}
+}
+
+int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx)
+{
+	if (obs)
+		*obs = NULL;
+	if (!it)
+		return -EINVAL;
+	if (it->err) {
+		if (idx)
+			*idx = it->err_idx;
+		return it->err;
+	}
+	if (it->executor == EACHOBS_SERIAL)
+		return next_serial(it, obs, idx);
+	if (it->ordered)
+		return next_ordered(it, obs, idx);
+	return next_unordered(it, obs, idx);
+}
+
+void eachobs_close(eachobs_iter *it)
+{
+	if (it)
+		destroy(it);
+}

@@ -1,0 +1,176 @@
+/*
+ * The ordered hand-off: the W = buffersize + workers + 1 slots form a
+ * reorder window, slot i % W holding index i.
+ *
+ * Work is handed out in index order from one counter (next_claim), a chunk
+ * at a time. Index i may be loaded once the consumer has let go of index
+ * i - W, which it does when it moves past it. Two facts make this safe and
+ * bounded:
+ *   - memory: at most W observations exist at once, by construction;
+ *   - progress: the index the consumer waits for, m, was claimed before any
+ *     higher index, so its loader is at work or about to be, and its slot
+ *     is free because m - W < m was let go. So the window never stalls on a
+ *     missing index, whatever the speed of the other loaders.
+ *
+ * Each slot's `turn` says whose move it is (see internal.h), and each slot
+ * has its own event count, so a loader waiting for room and the consumer
+ * waiting for an index are woken by exactly the change they wait for.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <limits.h>
+
+enum { CONSUMER_SPINS = 256, LOADER_SPINS = 64 };
+
+void eachobs__order_init(eachobs_iter *it, size_t chunk)
+{
+	atomic_init(&it->order.next_claim, 0);
+	atomic_init(&it->order.limit, it->n);
+	it->order.chunk = chunk;
+	it->order.next = 0;
+}
+
+/* Claim [*lo, *hi): at most max indices, all below bound. */
+static bool claim(eachobs_iter *it, size_t max, size_t bound, size_t *lo,
+		  size_t *hi)
+{
+	size_t c = atomic_load_explicit(&it->order.next_claim,
+					memory_order_relaxed);
+
+	/* A CAS, not fetch_add, so the counter never passes n (no wrap
+	 * when n is near SIZE_MAX). */
+	do {
+		if (c >= bound)
+			return false;
+		*hi = c + (bound - c < max ? bound - c : max);
+	} while (!atomic_compare_exchange_weak_explicit(
+		&it->order.next_claim, &c, *hi, memory_order_relaxed,
+		memory_order_relaxed));
+	*lo = c;
+	return true;
+}
+
+static struct eachobs__slot *slot_of(eachobs_iter *it, size_t i)
+{
+	return &it->slots[i % it->nslots];
+}
+
+/* The turn at which slot_of(i) is free for index i (see internal.h). */
+static uint32_t free_turn(eachobs_iter *it, size_t i)
+{
+	return (uint32_t)(2 * (i / it->nslots));
+}
+
+struct turn_wait {
+	eachobs_iter *it;
+	struct eachobs__slot *slot;
+	uint32_t want;
+};
+
+static bool turn_or_closing(const void *arg)
+{
+	const struct turn_wait *w = arg;
+
+	return atomic_load_explicit(&w->slot->turn, memory_order_acquire) ==
+		       w->want ||
+	       eachobs__closing(w->it);
+}
+
+static size_t limit(eachobs_iter *it)
+{
+	return atomic_load_explicit(&it->order.limit, memory_order_relaxed);
+}
+
+/* Load index i into its slot, which must be free, and publish it. */
+static void load_and_publish(eachobs_iter *it, size_t i)
+{
+	struct eachobs__slot *slot = slot_of(it, i);
+
+	eachobs__load(it, slot, i);
+	atomic_store_explicit(&slot->turn, free_turn(it, i) + 1,
+			      memory_order_release);
+	eachobs__event_notify(&slot->ev, INT_MAX);
+}
+
+void eachobs__order_worker(eachobs_iter *it)
+{
+	size_t lo, hi;
+
+	while (claim(it, it->order.chunk, it->n, &lo, &hi)) {
+		for (size_t i = lo; i < hi; i++) {
+			struct turn_wait w = { it, slot_of(it, i),
+					       free_turn(it, i) };
+			eachobs__event_wait(&w.slot->ev, turn_or_closing, &w,
+					    LOADER_SPINS);
+			/* Claims rise, so once i is past a failure every
+			 * later index is too: nobody will ask for them. */
+			if (eachobs__closing(it) || i >= limit(it))
+				return;
+			load_and_publish(it, i);
+		}
+	}
+}
+
+void eachobs__order_fail(eachobs_iter *it, size_t idx)
+{
+	size_t cur = limit(it);
+
+	while (idx < cur &&
+	       !atomic_compare_exchange_weak_explicit(&it->order.limit, &cur,
+						      idx, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+/*
+ * THREADED consumer: load one more index instead of sleeping. Only indices
+ * whose slot the consumer itself already let go are taken, so it never
+ * waits for room.
+ */
+static bool help(eachobs_iter *it)
+{
+	size_t bound = it->order.next + it->nslots, lo, hi;
+
+	if (bound > limit(it))
+		bound = limit(it);
+	if (!claim(it, 1, bound, &lo, &hi))
+		return false;
+	load_and_publish(it, lo);
+	return true;
+}
+
+int eachobs__order_next(eachobs_iter *it, struct eachobs__slot **out)
+{
+	size_t m = it->order.next;
+
+	if (m >= it->n)
+		return 0;
+	struct turn_wait w = { it, slot_of(it, m), free_turn(it, m) + 1 };
+	for (;;) {
+		if (atomic_load_explicit(&w.slot->turn, memory_order_acquire) ==
+		    w.want)
+			break;
+		if (it->executor == EACHOBS_THREADED && help(it))
+			continue;
+		eachobs__event_wait(&w.slot->ev, turn_or_closing, &w,
+				    CONSUMER_SPINS);
+	}
+	it->order.next = m + 1;
+	*out = w.slot;
+	return 1;
+}
+
+void eachobs__order_release(eachobs_iter *it, struct eachobs__slot *slot)
+{
+	/* From 2k + 1 (loaded) to 2k + 2: free for index idx + W. */
+	atomic_store_explicit(&slot->turn, free_turn(it, slot->idx) + 2,
+			      memory_order_release);
+	eachobs__event_notify(&slot->ev, INT_MAX);
+}
+
+void eachobs__order_wake_all(eachobs_iter *it)
+{
+	for (size_t i = 0; i < it->nslots; i++)
+		eachobs__event_notify(&it->slots[i].ev, INT_MAX);
+}

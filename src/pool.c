@@ -1,0 +1,278 @@
+/*
+ * The worker threads and how unordered work is shared among them.
+ *
+ * The index space [0, n) is cut into tasks of basesize indices, and each
+ * worker starts with a contiguous run of tasks in its own deque. A deque is
+ * just the range [lo, hi) of indices nobody has claimed yet: the owner claims
+ * one task at a time from the front, an idle worker steals half of the
+ * richest deque's tasks from the back. Because a deque is a range, not a
+ * list, the pool's memory does not grow with n.
+ *
+ * Lock order: a thief holds two deque locks at once, always the one with the
+ * lower index first. The consumer takes single indices from the back of a
+ * deque (EACHOBS_THREADED), so a worker's claim never waits for it for long.
+ *
+ * Ordered mode uses the threads but not the deques: see order.c.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+static size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+static size_t deque_size(struct eachobs__deque *d)
+{
+	size_t lo = atomic_load_explicit(&d->lo, memory_order_relaxed);
+	size_t hi = atomic_load_explicit(&d->hi, memory_order_relaxed);
+
+	/* Read unlocked, the pair may be torn; it only guides the choice of
+	 * a victim, which is checked again under the lock. */
+	return hi > lo ? hi - lo : 0;
+}
+
+static void deque_set(struct eachobs__deque *d, size_t lo, size_t hi)
+{
+	atomic_store_explicit(&d->lo, lo, memory_order_relaxed);
+	atomic_store_explicit(&d->hi, hi, memory_order_relaxed);
+}
+
+/* Give worker j the j-th of nthreads nearly equal runs of whole tasks. */
+static void spread_tasks(eachobs_iter *it)
+{
+	struct eachobs__pool *p = &it->pool;
+	size_t bs = it->basesize;
+	size_t ntasks = it->n / bs + (it->n % bs != 0);
+	size_t q = ntasks / p->nthreads, r = ntasks % p->nthreads;
+
+	for (unsigned j = 0; j < p->nthreads; j++) {
+		size_t t0 = j * q + min_size(j, r);
+		size_t t1 = t0 + q + (j < r);
+		/* t * bs cannot overflow while t < ntasks. */
+		size_t lo = t0 < ntasks ? t0 * bs : it->n;
+		size_t hi = t1 < ntasks ? t1 * bs : it->n;
+		deque_set(&p->deques[j], lo, hi);
+	}
+	atomic_store_explicit(&p->unclaimed, it->n, memory_order_relaxed);
+}
+
+int eachobs__pool_init(eachobs_iter *it, unsigned nthreads)
+{
+	struct eachobs__pool *p = &it->pool;
+
+	p->nthreads = nthreads;
+	if (nthreads == 0)
+		return 0;
+	p->workers = eachobs__calloc(nthreads, sizeof(*p->workers));
+	if (!p->workers)
+		return -ENOMEM;
+	if (it->ordered)
+		return 0;
+	p->deques = eachobs__alloc_aligned(nthreads * sizeof(*p->deques));
+	if (!p->deques)
+		return -ENOMEM;
+	for (unsigned j = 0; j < nthreads; j++)
+		pthread_mutex_init(&p->deques[j].lock, NULL);
+	spread_tasks(it);
+	return 0;
+}
+
+/* Owner: move the next task of deque self to [*lo, *hi). */
+static bool pop_task(eachobs_iter *it, unsigned self, size_t *lo, size_t *hi)
+{
+	struct eachobs__deque *d = &it->pool.deques[self];
+	bool got = false;
+
+	pthread_mutex_lock(&d->lock);
+	size_t l = atomic_load_explicit(&d->lo, memory_order_relaxed);
+	size_t h = atomic_load_explicit(&d->hi, memory_order_relaxed);
+	if (l < h) {
+		size_t take = min_size(it->basesize, h - l);
+		atomic_store_explicit(&d->lo, l + take, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&it->pool.unclaimed, take,
+					  memory_order_relaxed);
+		*lo = l;
+		*hi = l + take;
+		got = true;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return got;
+}
+
+/* The deque with the most unclaimed indices, other than skip; or -1. */
+static int richest(eachobs_iter *it, unsigned skip)
+{
+	int best = -1;
+	size_t most = 0;
+
+	for (unsigned j = 0; j < it->pool.nthreads; j++) {
+		size_t s = j == skip ? 0 : deque_size(&it->pool.deques[j]);
+		if (s > most) {
+			most = s;
+			best = (int)j;
+		}
+	}
+	return best;
+}
+
+static void lock_pair(struct eachobs__deque *ds, unsigned a, unsigned b)
+{
+	pthread_mutex_lock(&ds[a < b ? a : b].lock);
+	pthread_mutex_lock(&ds[a < b ? b : a].lock);
+}
+
+static void unlock_pair(struct eachobs__deque *ds, unsigned a, unsigned b)
+{
+	pthread_mutex_unlock(&ds[a].lock);
+	pthread_mutex_unlock(&ds[b].lock);
+}
+
+/*
+ * Thief self: take the back half (in whole tasks) of the richest deque; keep
+ * its first task as [*lo, *hi) and put the rest in our own deque, all under
+ * both locks, so that unclaimed indices are never invisible to other
+ * thieves.
+ */
+static bool steal(eachobs_iter *it, unsigned self, size_t *lo, size_t *hi)
+{
+	struct eachobs__deque *ds = it->pool.deques;
+	size_t bs = it->basesize;
+	int v = richest(it, self);
+
+	if (v < 0)
+		return false;
+	lock_pair(ds, self, (unsigned)v);
+	size_t l = atomic_load_explicit(&ds[v].lo, memory_order_relaxed);
+	size_t h = atomic_load_explicit(&ds[v].hi, memory_order_relaxed);
+	bool got = l < h;
+	if (got) {
+		size_t r = h - l;
+		size_t tasks = r / bs + (r % bs != 0);
+		/* The victim keeps the front ceil(tasks / 2) tasks; a lone
+		 * task goes to the thief whole. */
+		size_t keep = tasks > 1 ? (tasks - tasks / 2) * bs : 0;
+		size_t start = l + keep;
+		size_t mine = min_size(bs, h - start);
+
+		atomic_store_explicit(&ds[v].hi, start, memory_order_relaxed);
+		deque_set(&ds[self], start + mine, h);
+		atomic_fetch_sub_explicit(&it->pool.unclaimed, mine,
+					  memory_order_relaxed);
+		*lo = start;
+		*hi = start + mine;
+	}
+	unlock_pair(ds, self, (unsigned)v);
+	return got;
+}
+
+bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *lo,
+			 size_t *hi)
+{
+	if (pop_task(it, self, lo, hi))
+		return true;
+	/* unclaimed > 0 means some deque holds work right now: a failed
+	 * steal only means another thread claimed or moved it first, so each
+	 * retry follows someone else's progress and the loop ends. */
+	while (atomic_load_explicit(&it->pool.unclaimed, memory_order_relaxed) >
+	       0) {
+		if (eachobs__closing(it) ||
+		    atomic_load_explicit(&it->stop, memory_order_relaxed))
+			return false;
+		if (steal(it, self, lo, hi))
+			return true;
+		eachobs__cpu_relax();
+	}
+	return false;
+}
+
+bool eachobs__pool_take_one(eachobs_iter *it, size_t *idx)
+{
+	struct eachobs__deque *ds = it->pool.deques;
+	int v = richest(it, UINT_MAX);
+	bool got = false;
+
+	if (v < 0)
+		return false;
+	pthread_mutex_lock(&ds[v].lock);
+	size_t l = atomic_load_explicit(&ds[v].lo, memory_order_relaxed);
+	size_t h = atomic_load_explicit(&ds[v].hi, memory_order_relaxed);
+	if (l < h) {
+		/* From the back: the owner works at the front. */
+		atomic_store_explicit(&ds[v].hi, h - 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&it->pool.unclaimed, 1,
+					  memory_order_relaxed);
+		*idx = h - 1;
+		got = true;
+	}
+	pthread_mutex_unlock(&ds[v].lock);
+	return got;
+}
+
+static bool go_or_closing(const void *arg)
+{
+	const eachobs_iter *it = arg;
+
+	return atomic_load_explicit(&it->pool.go, memory_order_acquire) ||
+	       eachobs__closing(it);
+}
+
+static void *worker_main(void *arg)
+{
+	struct eachobs__worker *w = arg;
+	eachobs_iter *it = w->it;
+
+	eachobs__event_wait(&it->pool.ev_go, go_or_closing, it, 0);
+	if (eachobs__closing(it))
+		return NULL;
+	if (it->ordered)
+		eachobs__order_worker(it);
+	else
+		eachobs__ring_worker(it, w->self);
+	return NULL;
+}
+
+int eachobs__pool_start(eachobs_iter *it)
+{
+	struct eachobs__pool *p = &it->pool;
+
+	for (unsigned j = 0; j < p->nthreads; j++) {
+		p->workers[j].it = it;
+		p->workers[j].self = j;
+		if (eachobs__thread_create(&p->workers[j].thread, worker_main,
+					   &p->workers[j]) != 0)
+			return -EAGAIN; /* the caller closes and joins */
+		p->nstarted++;
+	}
+	atomic_store_explicit(&p->go, true, memory_order_release);
+	eachobs__event_notify(&p->ev_go, INT_MAX);
+	return 0;
+}
+
+void eachobs__pool_wake_all(eachobs_iter *it)
+{
+	eachobs__event_notify(&it->pool.ev_go, INT_MAX);
+}
+
+void eachobs__pool_join(eachobs_iter *it)
+{
+	for (unsigned j = 0; j < it->pool.nstarted; j++)
+		pthread_join(it->pool.workers[j].thread, NULL);
+	it->pool.nstarted = 0;
+}
+
+void eachobs__pool_fini(eachobs_iter *it)
+{
+	struct eachobs__pool *p = &it->pool;
+
+	if (p->deques) {
+		for (unsigned j = 0; j < p->nthreads; j++)
+			pthread_mutex_destroy(&p->deques[j].lock);
+		eachobs__free(p->deques);
+	}
+	eachobs__free(p->workers);
+}

@@ -1,0 +1,290 @@
+/*
+ * Stress: several consumer threads, started together on a barrier, each
+ * run random iterators one after another and check every promise that can
+ * be checked from outside: every index exactly once (in order when asked),
+ * slot bytes written by getobs and unchanged while held, the memory bound,
+ * which threads ran getobs, error reporting and early close.
+ *
+ * A plain main(), not Criterion, so that it runs under ThreadSanitizer.
+ *
+ * usage: stress_iter [ITERATIONS [SEED [CONSUMERS]]]
+ * A watchdog turns a hang into a failure that prints the configuration.
+ */
+#define _GNU_SOURCE
+#include "eachobs.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct cfg {
+	unsigned long long seed;
+	size_t n, obs_size, close_after, fail_at;
+	eachobs_options o;
+	int sleep_us; /* max getobs sleep */
+};
+
+struct ds {
+	struct cfg c;
+	pthread_t consumer;
+	atomic_uchar *calls; /* getobs calls per index */
+	atomic_long live, max_live;
+	atomic_int consumer_ran;
+};
+
+static atomic_llong progress[64];
+static struct cfg current[64];
+
+static unsigned long long next_rand(unsigned long long *s)
+{
+	unsigned long long z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static unsigned char pattern(size_t idx, size_t byte)
+{
+	return (unsigned char)(idx * 131 + byte * 7 + 1);
+}
+
+static void print_cfg(FILE *f, const struct cfg *c)
+{
+	fprintf(f,
+		"seed=%llu n=%zu obs_size=%zu nthreads=%u buffersize=%zu "
+		"basesize=%zu oversub=%u executor=%d ordered=%d sleep_us=%d "
+		"close_after=%zu fail_at=%zu\n",
+		c->seed, c->n, c->obs_size, c->o.nthreads, c->o.buffersize,
+		c->o.basesize, c->o.oversubscription, (int)c->o.executor,
+		(int)c->o.ordered, c->sleep_us, c->close_after, c->fail_at);
+}
+
+#define CHECK(cond, c, ...)                                                \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                      \
+			fprintf(stderr, "\n  config: ");                   \
+			print_cfg(stderr, c);                              \
+			exit(1);                                           \
+		}                                                          \
+	} while (0)
+
+static size_t numobs(void *ctx)
+{
+	return ((struct ds *)ctx)->c.n;
+}
+
+static void note_live(struct ds *d, long delta)
+{
+	long now = atomic_fetch_add(&d->live, delta) + delta;
+	long max = atomic_load(&d->max_live);
+
+	while (now > max && !atomic_compare_exchange_weak(&d->max_live, &max, now))
+		;
+}
+
+static int getobs(void *ctx, size_t idx, void *obs)
+{
+	struct ds *d = ctx;
+	unsigned char *p = obs;
+
+	note_live(d, 1);
+	atomic_fetch_add(&d->calls[idx], 1);
+	if (pthread_equal(pthread_self(), d->consumer))
+		atomic_store(&d->consumer_ran, 1);
+	if (d->c.sleep_us) {
+		struct timespec ts = { 0, (long)((idx * 2654435761u) %
+					       (unsigned)d->c.sleep_us) * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	for (size_t b = 0; b < d->c.obs_size; b++)
+		p[b] = pattern(idx, b);
+	return idx == d->c.fail_at ? -EIO : 0;
+}
+
+static struct cfg random_cfg(unsigned long long *s)
+{
+	static const size_t ns[] = { 0, 1, 2, 17, 100, 1000, 3000 };
+	static const unsigned ts[] = { 1, 2, 3, 8, 64 };
+	static const size_t bufs[] = { 1, 2, 5, 64, 0 };
+	static const size_t sizes[] = { 0, 1, 8, 4096 };
+	struct cfg c = { .seed = *s };
+
+	c.n = ns[next_rand(s) % 7];
+	c.obs_size = sizes[next_rand(s) % 4];
+	c.o.nthreads = ts[next_rand(s) % 5];
+	c.o.buffersize = bufs[next_rand(s) % 5];
+	c.o.basesize = next_rand(s) % 3 ? 0 : 1 + next_rand(s) % 50;
+	c.o.oversubscription = (unsigned)(next_rand(s) % 4);
+	c.o.executor = (eachobs_executor)(next_rand(s) % 3);
+	c.o.ordered = next_rand(s) % 2;
+	c.sleep_us = next_rand(s) % 4 == 0 ? 50 : 0;
+	c.close_after = next_rand(s) % 4 == 0 ? next_rand(s) % (c.n + 1) : SIZE_MAX;
+	c.fail_at = next_rand(s) % 6 == 0 && c.n ? next_rand(s) % c.n : SIZE_MAX;
+	return c;
+}
+
+static long slot_bound(const struct cfg *c, size_t nthreads_resolved)
+{
+	if (c->o.executor == EACHOBS_SERIAL)
+		return 1;
+	size_t b = c->o.buffersize;
+	if (!b) {
+		b = EACHOBS_DEFAULT_BUFFER_PER_THREAD * nthreads_resolved;
+		if (b < EACHOBS_DEFAULT_BUFFER_MIN)
+			b = EACHOBS_DEFAULT_BUFFER_MIN;
+	}
+	return (long)(b + nthreads_resolved + 1);
+}
+
+/* Check the bytes of a held observation. */
+static void check_bytes(const struct cfg *c, const void *obs, size_t idx)
+{
+	const unsigned char *p = obs;
+
+	for (size_t b = 0; b < c->obs_size; b++)
+		CHECK(p[b] == pattern(idx, b), c,
+		      "slot of index %zu byte %zu is %u, expected %u", idx, b,
+		      p[b], pattern(idx, b));
+}
+
+static void run_one(int who, const struct cfg *c)
+{
+	struct ds d = { .c = *c, .consumer = pthread_self() };
+	unsigned char *seen = calloc(c->n + 1, 1);
+	eachobs_iter *it;
+	const void *obs = NULL, *prev = NULL;
+	size_t idx = 0, prev_idx = 0, count = 0, expect = 0;
+	int rc;
+
+	d.calls = calloc(c->n + 1, sizeof(*d.calls));
+	CHECK(seen && d.calls, c, "test out of memory");
+	current[who] = *c;
+	rc = eachobs_parallel(&it, &(eachobs_dataset){ &d, numobs, getobs,
+						       c->obs_size },
+			      &c->o);
+	CHECK(rc == 0, c, "eachobs_parallel: %s", eachobs_strerror(rc));
+	while (count < c->close_after) {
+		if (prev)
+			check_bytes(c, prev, prev_idx); /* unchanged while held */
+		if (prev)
+			note_live(&d, -1);
+		rc = eachobs_next(it, &obs, &idx);
+		prev = NULL;
+		if (rc != 1)
+			break;
+		CHECK(idx < c->n && !seen[idx], c, "index %zu twice or out of range", idx);
+		seen[idx] = 1;
+		if (c->o.ordered || c->o.executor == EACHOBS_SERIAL)
+			CHECK(idx == expect, c, "index %zu, expected %zu", idx, expect);
+		expect++;
+		check_bytes(c, obs, idx);
+		prev = obs;
+		prev_idx = idx;
+		count++;
+		atomic_fetch_add(&progress[who], 1);
+	}
+	if (rc == 1 && prev)
+		note_live(&d, -1);
+	if (count < c->close_after && c->fail_at == SIZE_MAX) {
+		CHECK(rc == 0 && count == c->n, c, "ended with %d after %zu", rc, count);
+		CHECK(eachobs_next(it, &obs, &idx) == 0, c, "0 is not sticky");
+	}
+	if (rc < 0 && c->fail_at != SIZE_MAX) {
+		CHECK(rc == -EIO && idx == c->fail_at, c, "error %d at %zu", rc, idx);
+		if (c->o.ordered || c->o.executor == EACHOBS_SERIAL)
+			CHECK(count == c->fail_at, c, "%zu yielded before failure", count);
+		size_t again = 0;
+		CHECK(eachobs_next(it, &obs, &again) == -EIO && again == c->fail_at,
+		      c, "error is not sticky");
+	}
+	eachobs_close(it);
+	CHECK(atomic_load(&d.max_live) <= slot_bound(c, c->o.nthreads), c,
+	      "%ld observations alive at once, bound %ld",
+	      atomic_load(&d.max_live), slot_bound(c, c->o.nthreads));
+	for (size_t i = 0; i < c->n; i++)
+		CHECK(atomic_load(&d.calls[i]) <= 1, c, "getobs(%zu) ran twice", i);
+	if (c->o.executor == EACHOBS_BACKGROUND)
+		CHECK(!atomic_load(&d.consumer_ran), c, "consumer ran getobs");
+	free(seen);
+	free(d.calls);
+}
+
+struct consumer_arg {
+	int who;
+	unsigned long long seed;
+	long iterations;
+	pthread_barrier_t *barrier;
+};
+
+static void *consumer_main(void *p)
+{
+	struct consumer_arg *a = p;
+	unsigned long long s = a->seed;
+
+	pthread_barrier_wait(a->barrier);
+	for (long i = 0; i < a->iterations; i++) {
+		struct cfg c = random_cfg(&s);
+		if (c.o.executor != EACHOBS_SERIAL && c.o.nthreads == 0)
+			c.o.nthreads = 2;
+		run_one(a->who, &c);
+	}
+	return NULL;
+}
+
+/* Fails the run if no consumer made progress for 30 s. */
+static void *watchdog(void *p)
+{
+	int nconsumers = *(int *)p;
+	long long last = -1;
+
+	for (;;) {
+		sleep(30);
+		long long sum = 0;
+		for (int i = 0; i < nconsumers; i++)
+			sum += atomic_load(&progress[i]);
+		if (sum == last) {
+			fprintf(stderr, "FAIL: no progress for 30 s; configs:\n");
+			for (int i = 0; i < nconsumers; i++)
+				print_cfg(stderr, &current[i]);
+			_exit(1);
+		}
+		last = sum;
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	long iterations = argc > 1 ? atol(argv[1]) : 200;
+	unsigned long long seed = argc > 2 ? strtoull(argv[2], NULL, 0) : 1;
+	int nconsumers = argc > 3 ? atoi(argv[3]) : 3;
+	pthread_t th[64], wd;
+	struct consumer_arg args[64];
+	pthread_barrier_t barrier;
+
+	if (iterations < 0 || nconsumers < 1 || nconsumers > 64) {
+		fprintf(stderr, "usage: %s [ITERATIONS [SEED [CONSUMERS<=64]]]\n", argv[0]);
+		return 2;
+	}
+	pthread_barrier_init(&barrier, NULL, (unsigned)nconsumers);
+	pthread_create(&wd, NULL, watchdog, &nconsumers);
+	pthread_detach(wd);
+	for (int i = 0; i < nconsumers; i++) {
+		args[i] = (struct consumer_arg){ i, seed * 1000003ULL + (unsigned)i,
+						  iterations / nconsumers, &barrier };
+		pthread_create(&th[i], NULL, consumer_main, &args[i]);
+	}
+	for (int i = 0; i < nconsumers; i++)
+		pthread_join(th[i], NULL);
+	printf("stress_iter: %ld iterators over %d consumer threads, seed %llu: ok\n",
+	       iterations / nconsumers * nconsumers, nconsumers, seed);
+	return 0;
+}
