@@ -21,7 +21,6 @@
 
 #include <limits.h>
 
-enum { CONSUMER_SPINS = 256, LOADER_SPINS = 64 };
 
 void eachobs__order_init(eachobs_iter *it, size_t chunk)
 {
@@ -102,7 +101,7 @@ void eachobs__order_worker(eachobs_iter *it)
 			struct turn_wait w = { it, slot_of(it, i),
 					       free_turn(it, i) };
 			eachobs__event_wait(&w.slot->ev, turn_or_closing, &w,
-					    LOADER_SPINS);
+					    EACHOBS__LOADER_SPINS);
 			/* Claims rise, so once i is past a failure every
 			 * later index is too: nobody will ask for them. */
 			if (eachobs__closing(it) || i >= limit(it))
@@ -154,7 +153,7 @@ int eachobs__order_next(eachobs_iter *it, struct eachobs__slot **out)
 		if (it->executor == EACHOBS_THREADED && help(it))
 			continue;
 		eachobs__event_wait(&w.slot->ev, turn_or_closing, &w,
-				    CONSUMER_SPINS);
+				    EACHOBS__CONSUMER_SPINS);
 	}
 	it->order.next = m + 1;
 	*out = w.slot;

@@ -47,9 +47,6 @@
 #define handoff_recv(slot) ((void)(slot))
 #endif
 
-/* Spins before sleeping: about a microsecond for the consumer, which is on
- * the critical path, less for loaders, which are many. */
-enum { CONSUMER_SPINS = 256, LOADER_SPINS = 64 };
 
 /* The smallest power of two above n (ck_ring holds size - 1 entries). */
 static unsigned ring_size_for(size_t n)
@@ -113,7 +110,7 @@ struct eachobs__slot *eachobs__ring_get_free(eachobs_iter *it)
 		if (slot || eachobs__closing(it))
 			return slot;
 		eachobs__event_wait(&it->ring.ev_free, free_or_closing, it,
-				    LOADER_SPINS);
+				    EACHOBS__LOADER_SPINS);
 	}
 }
 
@@ -155,7 +152,7 @@ bool eachobs__ring_put_ready(eachobs_iter *it, struct eachobs__slot *slot)
 		if (eachobs__closing(it))
 			return false;
 		eachobs__event_wait(&r->ev_room, credit_or_closing, it,
-				    LOADER_SPINS);
+				    EACHOBS__LOADER_SPINS);
 	}
 	handoff_send(slot);
 	/* ck's multi-producer enqueue makes each producer spin until every
@@ -163,10 +160,14 @@ bool eachobs__ring_put_ready(eachobs_iter *it, struct eachobs__slot *slot)
 	 * preempted in that window left the others spinning for whole time
 	 * slices (63% of all CPU in a 64-thread stress run). A mutex makes
 	 * them sleep instead, and the ring is single-producer underneath. */
+#ifdef EXP_MPSC
+	ck_ring_enqueue_mpsc(&r->ready, r->ready_buf, slot);
+#else
 	pthread_mutex_lock(&r->producer_lock);
 	/* Cannot fail: credits keep the ring below its capacity. */
 	ck_ring_enqueue_spsc(&r->ready, r->ready_buf, slot);
 	pthread_mutex_unlock(&r->producer_lock);
+#endif
 	eachobs__event_notify(&r->ev_ready, 1);
 	return true;
 }
@@ -194,7 +195,7 @@ static bool ready_or_closing(const void *arg)
 void eachobs__ring_wait_ready(eachobs_iter *it)
 {
 	eachobs__event_wait(&it->ring.ev_ready, ready_or_closing, it,
-			    CONSUMER_SPINS);
+			    EACHOBS__CONSUMER_SPINS);
 }
 
 void eachobs__ring_wake_all(eachobs_iter *it)
@@ -206,20 +207,17 @@ void eachobs__ring_wake_all(eachobs_iter *it)
 
 void eachobs__ring_worker(eachobs_iter *it, unsigned self)
 {
-	size_t lo, hi;
+	size_t i;
 
-	while (eachobs__pool_claim(it, self, &lo, &hi)) {
-		for (size_t i = lo; i < hi; i++) {
-			struct eachobs__slot *slot = eachobs__ring_get_free(it);
-			/* Checked right before getobs: once close has begun,
-			 * no new getobs starts. */
-			if (!slot || eachobs__closing(it) ||
-			    atomic_load_explicit(&it->stop,
-						 memory_order_relaxed))
-				return;
-			eachobs__load(it, slot, i);
-			if (!eachobs__ring_put_ready(it, slot))
-				return;
-		}
+	while (eachobs__pool_claim(it, self, &i)) {
+		struct eachobs__slot *slot = eachobs__ring_get_free(it);
+		/* Checked right before getobs: once close has begun, no new
+		 * getobs starts. */
+		if (!slot || eachobs__closing(it) ||
+		    atomic_load_explicit(&it->stop, memory_order_relaxed))
+			return;
+		eachobs__load(it, slot, i);
+		if (!eachobs__ring_put_ready(it, slot))
+			return;
 	}
 }
