@@ -1,0 +1,577 @@
+/*
+ * TimeDataset: the throughput benchmark from MLUtils.jl pull request #33
+ * ("Implement parallel data iterator using FLoops.jl"), on eachobs.
+ *
+ * getobs(idx) sleeps t and then returns idx, so a perfect loader with P
+ * threads finishes n observations in ceil(n / P) sleeps. The sleep itself
+ * is the unit of work; what we measure is how much of it the library
+ * loses to scheduling, hand-off and waiting. Linux sleeps some tens of
+ * microseconds longer than asked (timer slack plus wake-up latency), so
+ * the ideal time is computed from the measured mean sleep, t_sleep, and
+ * not from t, or the 10 us case would look four times slower than it is.
+ *
+ * The consumer checks every index: it must arrive exactly once, in order
+ * when ordered, and the slot must hold the index it is yielded with. A
+ * wrong result is a failure (exit status 1), not a number in the table.
+ *
+ * Usage: timedataset [--reps R] [--threads LIST] [--cases LIST] [--quick]
+ *                    [--csv FILE] [--help]
+ */
+#define _GNU_SOURCE
+
+#include <eachobs.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NS_PER_S 1000000000ull
+#define NS_PER_MS 1000000.0
+#define MAX_THREAD_COUNTS 32
+#define MAX_REPS 1000
+
+/* The seed's four datasets. --quick divides n by QUICK_DIVISOR. */
+struct bench_case {
+	const char *name;
+	size_t n;
+	uint64_t t_ns;
+};
+
+static const struct bench_case all_cases[] = {
+	{ "100ms", 100, 100000000 },
+	{ "1ms", 10000, 1000000 },
+	{ "100us", 10000, 100000 },
+	{ "10us", 10000, 10000 },
+};
+#define NCASES (sizeof(all_cases) / sizeof(all_cases[0]))
+#define QUICK_DIVISOR 10
+
+static const eachobs_executor executors[] = { EACHOBS_THREADED,
+					      EACHOBS_BACKGROUND };
+#define NEXECUTORS (sizeof(executors) / sizeof(executors[0]))
+
+struct options {
+	unsigned reps;
+	bool reps_set;
+	unsigned threads[MAX_THREAD_COUNTS];
+	size_t nthread_counts;
+	bool use_case[NCASES];
+	bool quick;
+	const char *csv_path;
+};
+
+/* The dataset's ctx: read-only once the iterator starts, so getobs needs
+ * no synchronization. */
+struct timedata {
+	size_t n;
+	uint64_t t_ns;
+};
+
+/* One configuration's outcome over all repetitions. */
+struct result {
+	double median_ms, min_ms, max_ms, ideal_ms, efficiency;
+};
+
+static void usage(FILE *f, const char *prog)
+{
+	fprintf(f,
+		"usage: %s [--reps R] [--threads LIST] [--cases LIST] [--quick]\n"
+		"          [--csv FILE] [--help]\n"
+		"\n"
+		"The TimeDataset benchmark of MLUtils.jl PR #33: getobs sleeps t\n"
+		"and returns its index. Each case runs at every thread count, with\n"
+		"the THREADED and BACKGROUND executors, unordered and ordered, and\n"
+		"reports the median wall time against ceil(n/P) * t_sleep.\n"
+		"\n"
+		"  --reps R        repetitions per configuration (1..%d; default 3)\n"
+		"  --threads LIST  comma-separated thread counts (default 2,8,16)\n"
+		"  --cases LIST    subset of 100ms,1ms,100us,10us (default all)\n"
+		"  --quick         smoke mode: n divided by %d, reps 1 unless\n"
+		"                  --reps is given\n"
+		"  --csv FILE      also write the results as CSV to FILE\n"
+		"  --help          print this and exit\n",
+		prog, MAX_REPS, QUICK_DIVISOR);
+}
+
+/* Leave the progress line (if any) before printing a message, so that the
+ * message starts at column 0 on a terminal. */
+static void clear_progress(void)
+{
+	if (isatty(STDERR_FILENO))
+		fputs("\r\033[K", stderr);
+}
+
+static _Noreturn void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	clear_progress();
+	fputs("timedataset: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static _Noreturn void bad_usage(const char *prog, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("timedataset: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	usage(stderr, prog);
+	exit(2);
+}
+
+/* Parse a whole decimal number in [min, max]. strtoul alone would accept
+ * "-1" (as ULONG_MAX), "", "8x" and leading blanks. */
+static bool parse_uint(const char *s, unsigned long min, unsigned long max,
+		       unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < min || v > max)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
+static void parse_threads(const char *prog, const char *arg,
+			  struct options *o)
+{
+	char *list = strdup(arg), *save = NULL, *tok;
+
+	if (list == NULL)
+		die("out of memory");
+	o->nthread_counts = 0;
+	/* strtok_r would silently skip empty items ("2,,8"); strsep does not. */
+	for (save = list; (tok = strsep(&save, ",")) != NULL;) {
+		if (o->nthread_counts == MAX_THREAD_COUNTS)
+			bad_usage(prog, "--threads: at most %d counts",
+				  MAX_THREAD_COUNTS);
+		if (!parse_uint(tok, 1, EACHOBS_MAX_THREADS,
+				&o->threads[o->nthread_counts++]))
+			bad_usage(prog, "--threads: '%s' is not a count in 1..%u",
+				  tok, EACHOBS_MAX_THREADS);
+	}
+	free(list);
+}
+
+static void parse_cases(const char *prog, const char *arg, struct options *o)
+{
+	char *list = strdup(arg), *save, *tok;
+
+	if (list == NULL)
+		die("out of memory");
+	memset(o->use_case, 0, sizeof(o->use_case));
+	for (save = list; (tok = strsep(&save, ",")) != NULL;) {
+		size_t c;
+
+		for (c = 0; c < NCASES; c++)
+			if (strcmp(tok, all_cases[c].name) == 0)
+				break;
+		if (c == NCASES)
+			bad_usage(prog, "--cases: unknown case '%s'", tok);
+		o->use_case[c] = true;
+	}
+	free(list);
+}
+
+static void parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "reps", required_argument, NULL, 'r' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "cases", required_argument, NULL, 'c' },
+		{ "quick", no_argument, NULL, 'q' },
+		{ "csv", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *prog = argv[0];
+	int ch;
+
+	*o = (struct options){ .reps = 3, .threads = { 2, 8, 16 },
+			       .nthread_counts = 3 };
+	for (size_t c = 0; c < NCASES; c++)
+		o->use_case[c] = true;
+	/* A leading '+' stops at the first non-option, so stray arguments are
+	 * reported below instead of being permuted away. */
+	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'r':
+			if (!parse_uint(optarg, 1, MAX_REPS, &o->reps))
+				bad_usage(prog, "--reps: '%s' is not in 1..%d",
+					  optarg, MAX_REPS);
+			o->reps_set = true;
+			break;
+		case 't': parse_threads(prog, optarg, o); break;
+		case 'c': parse_cases(prog, optarg, o); break;
+		case 'q': o->quick = true; break;
+		case 'o': o->csv_path = optarg; break;
+		case 'h': usage(stdout, prog); exit(0);
+		default: usage(stderr, prog); exit(2);
+		}
+	}
+	if (optind < argc)
+		bad_usage(prog, "unexpected argument '%s'", argv[optind]);
+	if (o->quick && !o->reps_set)
+		o->reps = 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+		die("clock_gettime: %s", strerror(errno));
+	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* The one sleep used both by getobs and by the calibration, so that
+ * t_sleep measures exactly what the workers do. Returns 0 or -errno
+ * (clock_nanosleep returns its error instead of setting errno). */
+static int sleep_ns(uint64_t ns)
+{
+	struct timespec req = { .tv_sec = (time_t)(ns / NS_PER_S),
+				.tv_nsec = (long)(ns % NS_PER_S) };
+	int rc;
+
+	/* A signal cuts the sleep short; finish the remainder in req. */
+	while ((rc = clock_nanosleep(CLOCK_MONOTONIC, 0, &req, &req)) == EINTR)
+		;
+	return -rc;
+}
+
+static size_t timedata_numobs(void *ctx)
+{
+	return ((const struct timedata *)ctx)->n;
+}
+
+static int timedata_getobs(void *ctx, size_t idx, void *obs)
+{
+	const struct timedata *d = ctx;
+	int rc = sleep_ns(d->t_ns);
+
+	if (rc < 0)
+		return rc;
+	memcpy(obs, &idx, sizeof(idx));
+	return 0;
+}
+
+/* Mean duration of one sleep of t_ns on one thread. Enough sleeps to
+ * spend about a quarter second (a tenth in quick mode), at least 3 so
+ * that one late wake-up does not decide the result. */
+static double calibrate_sleep(uint64_t t_ns, bool quick)
+{
+	uint64_t budget = quick ? NS_PER_S / 20 : NS_PER_S / 4;
+	uint64_t k = budget / t_ns, start;
+	int rc;
+
+	k = k < 3 ? 3 : k > 2000 ? 2000 : k;
+	/* One unmeasured sleep first: the first wake-up pays for page faults
+	 * and timer setup that the workers do not. */
+	if ((rc = sleep_ns(t_ns)) < 0)
+		die("clock_nanosleep: %s", strerror(-rc));
+	start = now_ns();
+	for (uint64_t i = 0; i < k; i++)
+		if ((rc = sleep_ns(t_ns)) < 0)
+			die("clock_nanosleep: %s", strerror(-rc));
+	return (double)(now_ns() - start) / (double)k;
+}
+
+/* Drain the iterator, checking that the indices are a permutation of
+ * [0, n) (the identity when ordered) and that each slot holds its index. */
+static void consume(eachobs_iter *it, size_t n, bool ordered,
+		    unsigned char *seen)
+{
+	const void *obs;
+	/* SIZE_MAX until a call sets it: eachobs_next leaves idx untouched
+	 * on errors that are not a getobs failure. */
+	size_t idx = SIZE_MAX, count = 0, stored;
+	int rc;
+
+	while ((rc = eachobs_next(it, &obs, &idx)) == 1) {
+		if (idx >= n)
+			die("index %zu yielded, but n is %zu", idx, n);
+		if (obs == NULL)
+			die("index %zu yielded with a NULL slot", idx);
+		memcpy(&stored, obs, sizeof(stored));
+		if (stored != idx)
+			die("index %zu yielded, but its slot holds %zu", idx,
+			    stored);
+		if (seen[idx])
+			die("index %zu yielded twice", idx);
+		if (ordered && idx != count)
+			die("ordered: index %zu yielded at position %zu", idx,
+			    count);
+		seen[idx] = 1;
+		count++;
+	}
+	if (rc < 0)
+		die("eachobs_next (index %zu): %s", idx, eachobs_strerror(rc));
+	if (count != n)
+		die("eachobs_next ended after %zu of %zu observations", count,
+		    n);
+}
+
+/* One timed iteration: from before eachobs_parallel to after close. */
+static uint64_t run_once(struct timedata *d, unsigned nthreads,
+			 eachobs_executor ex, bool ordered, unsigned char *seen)
+{
+	const eachobs_dataset data = { .ctx = d,
+				       .numobs = timedata_numobs,
+				       .getobs = timedata_getobs,
+				       .obs_size = sizeof(size_t) };
+	const eachobs_options opts = { .nthreads = nthreads,
+				       .executor = ex,
+				       .ordered = ordered };
+	eachobs_iter *it;
+	uint64_t start, end;
+	int rc;
+
+	memset(seen, 0, d->n);
+	start = now_ns();
+	rc = eachobs_parallel(&it, &data, &opts);
+	if (rc < 0)
+		die("eachobs_parallel: %s", eachobs_strerror(rc));
+	consume(it, d->n, ordered, seen);
+	eachobs_close(it);
+	end = now_ns();
+	return end - start;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static const char *executor_name(eachobs_executor ex)
+{
+	return ex == EACHOBS_THREADED ? "threaded" : "background";
+}
+
+/* Everything that stays fixed while one case runs. */
+struct case_run {
+	const struct options *o;
+	const struct bench_case *c;
+	struct timedata data;
+	double t_sleep;
+	unsigned char *seen;
+	size_t *done, total;
+};
+
+/* One status line on a terminal, rewritten in place; nothing otherwise,
+ * so that logs and pipes get only the table. */
+static void progress(const struct case_run *cr, unsigned p,
+		     eachobs_executor ex, bool ordered, unsigned rep)
+{
+	if (!isatty(STDERR_FILENO))
+		return;
+	fprintf(stderr, "\r\033[K[%zu/%zu] n=%zu t=%s P=%u %s %s rep %u/%u",
+		*cr->done + 1, cr->total, cr->data.n, cr->c->name, p,
+		executor_name(ex), ordered ? "ordered" : "unordered", rep + 1,
+		cr->o->reps);
+}
+
+/* The ideal wall time, in ns, of n sleeps spread perfectly over P
+ * threads. */
+static double ideal_ns(size_t n, unsigned p, double t_sleep_ns)
+{
+	return (double)((n + p - 1) / p) * t_sleep_ns;
+}
+
+static void print_header(const struct options *o, const double *t_sleep)
+{
+	printf("# eachobs TimeDataset benchmark (MLUtils.jl PR #33): getobs "
+	       "sleeps t, returns idx\n");
+	printf("# online CPUs %ld, reps %u (median wall time)%s\n",
+	       sysconf(_SC_NPROCESSORS_ONLN), o->reps,
+	       o->quick ? ", quick mode: n / 10" : "");
+	printf("# t_sleep (mean of one sleep, one thread):");
+	for (size_t c = 0; c < NCASES; c++) {
+		if (!o->use_case[c])
+			continue;
+		if (t_sleep[c] >= NS_PER_MS)
+			printf("  %s -> %.3f ms", all_cases[c].name,
+			       t_sleep[c] / NS_PER_MS);
+		else
+			printf("  %s -> %.1f us", all_cases[c].name,
+			       t_sleep[c] / 1e3);
+	}
+	printf("\n# ideal = ceil(n/P) * t_sleep; efficiency = ideal / wall "
+	       "(THREADED: the consumer loads too, so up to (P+1)/P)\n");
+}
+
+static void print_estimate(const struct options *o, const double *t_sleep,
+			   const size_t *n)
+{
+	double s = 0;
+
+	for (size_t c = 0; c < NCASES; c++) {
+		if (!o->use_case[c])
+			continue;
+		for (size_t i = 0; i < o->nthread_counts; i++)
+			s += ideal_ns(n[c], o->threads[i], t_sleep[c]);
+	}
+	s *= (double)(NEXECUTORS * 2 * o->reps) / 1e9;
+	printf("# estimated runtime: about %.0f s (sum of ideal times)\n", s);
+}
+
+static void print_table_head(void)
+{
+	printf("%7s %6s %5s  %-10s  %-7s %12s %12s %10s\n", "n", "t", "P",
+	       "executor", "ordered", "wall_ms", "ideal_ms", "efficiency");
+}
+
+static void print_row(const struct bench_case *c, size_t n, unsigned p,
+		      eachobs_executor ex, bool ordered, const struct result *r)
+{
+	printf("%7zu %6s %5u  %-10s  %-7s %12.2f %12.2f %10.3f\n", n, c->name,
+	       p, executor_name(ex), ordered ? "yes" : "no", r->median_ms,
+	       r->ideal_ms, r->efficiency);
+}
+
+static void csv_row(FILE *csv, const struct bench_case *c, size_t n,
+		    double t_sleep, unsigned p, eachobs_executor ex,
+		    bool ordered, unsigned reps, const struct result *r)
+{
+	fprintf(csv, "%zu,%" PRIu64 ",%.0f,%u,%s,%d,%u,%.3f,%.3f,%.3f,%.3f,%.4f\n",
+		n, c->t_ns, t_sleep, p, executor_name(ex), ordered, reps,
+		r->median_ms, r->min_ms, r->max_ms, r->ideal_ms, r->efficiency);
+}
+
+static struct result run_config(struct case_run *cr, unsigned p,
+				eachobs_executor ex, bool ordered)
+{
+	uint64_t wall[MAX_REPS];
+	unsigned reps = cr->o->reps;
+	struct result r;
+
+	for (unsigned i = 0; i < reps; i++) {
+		progress(cr, p, ex, ordered, i);
+		wall[i] = run_once(&cr->data, p, ex, ordered, cr->seen);
+	}
+	qsort(wall, reps, sizeof(wall[0]), cmp_u64);
+	/* With an even count, the lower middle: still a time we measured. */
+	r.median_ms = (double)wall[(reps - 1) / 2] / NS_PER_MS;
+	r.min_ms = (double)wall[0] / NS_PER_MS;
+	r.max_ms = (double)wall[reps - 1] / NS_PER_MS;
+	r.ideal_ms = ideal_ns(cr->data.n, p, cr->t_sleep) / NS_PER_MS;
+	r.efficiency = r.ideal_ms / r.median_ms;
+	return r;
+}
+
+static void run_case(struct case_run *cr, FILE *csv)
+{
+	const struct options *o = cr->o;
+
+	for (size_t i = 0; i < o->nthread_counts; i++) {
+		for (size_t e = 0; e < NEXECUTORS; e++) {
+			for (int ord = 0; ord <= 1; ord++) {
+				unsigned p = o->threads[i];
+				struct result r = run_config(cr, p, executors[e],
+							     ord);
+
+				(*cr->done)++;
+				clear_progress();
+				print_row(cr->c, cr->data.n, p, executors[e],
+					  ord, &r);
+				fflush(stdout);
+				if (csv)
+					csv_row(csv, cr->c, cr->data.n,
+						cr->t_sleep, p, executors[e],
+						ord, o->reps, &r);
+			}
+		}
+	}
+}
+
+static FILE *open_csv(const char *path)
+{
+	FILE *csv;
+
+	if (path == NULL)
+		return NULL;
+	csv = fopen(path, "w");
+	if (csv == NULL)
+		die("%s: %s", path, strerror(errno));
+	fprintf(csv, "n,t_ns,t_sleep_ns,nthreads,executor,ordered,reps,"
+		     "wall_median_ms,wall_min_ms,wall_max_ms,ideal_ms,"
+		     "efficiency\n");
+	return csv;
+}
+
+/* Buffered write errors (a full disk, a closed pipe) surface only here. */
+static void close_outputs(FILE *csv, const char *csv_path)
+{
+	if (csv && fclose(csv) != 0)
+		die("%s: %s", csv_path, strerror(errno));
+	if (fflush(stdout) != 0 || ferror(stdout))
+		die("writing stdout failed");
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	double t_sleep[NCASES] = { 0 };
+	size_t n[NCASES], nmax = 0, done = 0, total = 0;
+	uint64_t start = now_ns();
+	unsigned char *seen;
+	FILE *csv;
+
+	parse_args(argc, argv, &o);
+	/* Before the calibration, so that a bad path fails at once. */
+	csv = open_csv(o.csv_path);
+	for (size_t c = 0; c < NCASES; c++) {
+		n[c] = all_cases[c].n / (o.quick ? QUICK_DIVISOR : 1);
+		if (!o.use_case[c])
+			continue;
+		nmax = n[c] > nmax ? n[c] : nmax;
+		total += o.nthread_counts * NEXECUTORS * 2;
+		if (isatty(STDERR_FILENO))
+			fprintf(stderr, "\r\033[Kmeasuring t_sleep for %s",
+				all_cases[c].name);
+		t_sleep[c] = calibrate_sleep(all_cases[c].t_ns, o.quick);
+	}
+	clear_progress();
+	seen = malloc(nmax ? nmax : 1);
+	if (seen == NULL)
+		die("out of memory");
+	print_header(&o, t_sleep);
+	print_estimate(&o, t_sleep, n);
+	print_table_head();
+	fflush(stdout);
+	for (size_t c = 0; c < NCASES; c++) {
+		struct case_run cr = { .o = &o, .c = &all_cases[c],
+				       .data = { n[c], all_cases[c].t_ns },
+				       .t_sleep = t_sleep[c], .seen = seen,
+				       .done = &done, .total = total };
+
+		if (o.use_case[c])
+			run_case(&cr, csv);
+	}
+	printf("# total runtime %.1f s\n", (double)(now_ns() - start) / 1e9);
+	close_outputs(csv, o.csv_path);
+	free(seen);
+	return 0;
+}

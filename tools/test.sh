@@ -1,0 +1,62 @@
+#!/bin/sh
+# The test suite, as CI runs it, from a fresh Debian 12 machine:
+# installs what is missing, then builds and runs `meson test` three times:
+#   build-test  warnings as errors; unit (Criterion) and stress suites
+#   build-asan  AddressSanitizer + UndefinedBehaviorSanitizer, every suite
+#   build-tsan  ThreadSanitizer over the plain-main stress programs
+#               (Criterion does not run under TSan; see docs/testing.md)
+# The last line is "N passed, M failed", summed from meson's own summaries.
+set -u
+cd "$(dirname "$0")/.."
+tools/deps.sh gcc meson ninja-build pkg-config libck-dev libcriterion-dev || exit 1
+
+passed=0
+failed=0
+status=0
+
+# run_pass DIR SETUP-ARGS -- TEST-ARGS
+run_pass() {
+	dir=$1
+	shift
+	setup=""
+	while [ "$1" != "--" ]; do setup="$setup $1"; shift; done
+	shift
+	echo "=== $dir:$setup"
+	# shellcheck disable=SC2086
+	if ! meson setup --wipe "$dir" $setup >"$dir.setup.log" 2>&1 &&
+	   ! meson setup "$dir" $setup >"$dir.setup.log" 2>&1; then
+		cat "$dir.setup.log"
+		failed=$((failed + 1)); status=1; return
+	fi
+	if ! ninja -C "$dir" >"$dir.build.log" 2>&1; then
+		tail -50 "$dir.build.log"
+		failed=$((failed + 1)); status=1; return
+	fi
+	meson test -C "$dir" --print-errorlogs "$@" 2>&1 | tee "$dir.test.log"
+	ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$dir.test.log")
+	bad=0
+	for k in "Fail" "Unexpected Pass" "Timeout"; do
+		v=$(sed -n "s/^$k: *\([0-9]*\).*/\1/p" "$dir.test.log")
+		bad=$((bad + ${v:-0}))
+	done
+	if [ -z "$ok" ]; then
+		echo "no meson summary in $dir" >&2
+		bad=$((bad + 1))
+	fi
+	passed=$((passed + ${ok:-0}))
+	failed=$((failed + bad))
+	[ "$bad" -eq 0 ] || status=1
+}
+
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/test/tsan.supp"
+export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$PWD/test/lsan.supp print_suppressions=0"
+
+run_pass build-test -Dwerror=true -Dtests=enabled -- --suite unit --suite stress
+run_pass build-asan -Dtests=enabled -Db_sanitize=address,undefined \
+	-Dc_args=-fno-sanitize-recover=all -Db_lundef=false -- --suite unit --suite stress
+run_pass build-tsan -Dtests=enabled -Db_sanitize=thread -Db_lundef=false \
+	-- --suite stress
+
+echo "$passed passed, $failed failed"
+exit $status
