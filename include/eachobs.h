@@ -244,10 +244,11 @@ EACHOBS_API int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx);
  * Stop and free an iterator.
  *
  * Works at any point: before anything was consumed, mid-way, after the end,
- * after an error. No getobs() starts once close has begun; close waits for
- * the getobs() calls that are running (so it returns within about one getobs
- * duration), joins every thread and frees every slot. Pointers yielded by
- * eachobs_next() are invalid afterwards.
+ * after an error. Close tells the workers to take no new index, waits for
+ * the getobs() calls in progress (so it returns within about one getobs
+ * duration), joins every thread and frees every slot. No getobs() runs
+ * after it returns. Pointers yielded by eachobs_next() are invalid
+ * afterwards.
  *
  * @param it  the iterator, or NULL (then nothing happens).
  *

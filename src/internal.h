@@ -41,6 +41,15 @@ struct eachobs__event {
 
 typedef bool (*eachobs__cond_fn)(const void *arg);
 
+/* The same pair for an event that at most one thread waits on at a time;
+ * cheaper when notifications come faster than the sleeper wakes. A NULL
+ * cond means "always". */
+void eachobs__event_wait_single(struct eachobs__event *ev,
+				eachobs__cond_fn cond, const void *arg,
+				unsigned spins);
+void eachobs__event_notify_single(struct eachobs__event *ev,
+				  eachobs__cond_fn cond, const void *arg);
+
 /* Spins before sleeping (a pause is ~25 ns here): a few microseconds for
  * the consumer, which is on the critical path, less for loaders, which are
  * many and share the cores with the consumer. Longer spins measured no
@@ -54,6 +63,11 @@ void eachobs__event_wait(struct eachobs__event *ev, eachobs__cond_fn cond,
 /* Wake up to nwake sleepers if there are any (call after changing the
  * condition). Cheap when nobody waits: a fence and a load. */
 void eachobs__event_notify(struct eachobs__event *ev, int nwake);
+/* The same, but only when cond(arg), the sleepers' own condition, holds:
+ * skips wake-ups that would find nothing to do. Safe only when whoever
+ * makes cond true last also calls this (so that it sees it true). */
+void eachobs__event_notify_if(struct eachobs__event *ev, int nwake,
+			      eachobs__cond_fn cond, const void *arg);
 static inline void eachobs__cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -106,7 +120,8 @@ struct eachobs__ring {
 	 * back after it dequeued. This is what bounds the ready ring exactly,
 	 * since a ck_ring's capacity is a power of two minus one. */
 	_Atomic size_t credits EACHOBS__ALIGNED;
-	struct eachobs__event ev_ready EACHOBS__ALIGNED; /* consumer sleeps */
+	/* The consumer sleeps on ev_ready (single-waiter protocol). */
+	struct eachobs__event ev_ready EACHOBS__ALIGNED;
 	struct eachobs__event ev_room EACHOBS__ALIGNED;  /* loaders sleep */
 	struct eachobs__event ev_free;                   /* loaders, rarely */
 };

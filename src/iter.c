@@ -58,13 +58,15 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 		if (cfg->buffersize < EACHOBS_DEFAULT_BUFFER_MIN)
 			cfg->buffersize = EACHOBS_DEFAULT_BUFFER_MIN;
 	}
-	if (cfg->buffersize > EACHOBS_MAX_SLOTS ||
-	    cfg->buffersize + cfg->nthreads + 1 > EACHOBS_MAX_SLOTS)
-		return -EINVAL;
 	if (data->obs_size > SIZE_MAX - EACHOBS__CACHELINE)
 		return -EINVAL;
 	cfg->stride = (data->obs_size + EACHOBS__CACHELINE - 1) &
 		      ~(size_t)(EACHOBS__CACHELINE - 1);
+	if (o->executor == EACHOBS_SERIAL)
+		return 0; /* one slot; the sizing options are ignored */
+	if (cfg->buffersize > EACHOBS_MAX_SLOTS ||
+	    cfg->buffersize + cfg->nthreads + 1 > EACHOBS_MAX_SLOTS)
+		return -EINVAL;
 	if (cfg->stride &&
 	    cfg->buffersize + cfg->nthreads + 1 > SIZE_MAX / cfg->stride)
 		return -EINVAL;
@@ -80,8 +82,14 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 	size_t n = it->n, workers;
 
 	it->basesize = o->basesize;
-	if (!it->basesize)
-		it->basesize = n ? ceil_div(n, os * cfg->nthreads) : 1;
+	if (!it->basesize) {
+		/* os * nthreads overflows only where size_t is 32 bits; one
+		 * index per task is the limit it tends to anyway. */
+		size_t tasks = os > SIZE_MAX / cfg->nthreads
+				       ? SIZE_MAX
+				       : os * cfg->nthreads;
+		it->basesize = n ? ceil_div(n, tasks) : 1;
+	}
 	it->buffersize = cfg->buffersize;
 	it->stride = cfg->stride;
 	if (it->executor == EACHOBS_SERIAL || n == 0) {
@@ -107,15 +115,19 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 static int alloc_slots(eachobs_iter *it)
 {
 	it->slots = eachobs__alloc_aligned(it->nslots * sizeof(*it->slots));
-	it->mem = eachobs__alloc_aligned(it->nslots * it->stride);
-	if (!it->slots || !it->mem)
+	if (!it->slots)
 		return -ENOMEM;
+	/* Before anything can fail: close wakes every slot's event. */
 	memset(it->slots, 0, it->nslots * sizeof(*it->slots));
 	for (size_t i = 0; i < it->nslots; i++) {
-		it->slots[i].data = it->mem + i * it->stride;
 		atomic_init(&it->slots[i].turn, 0);
 		eachobs__event_init(&it->slots[i].ev);
 	}
+	it->mem = eachobs__alloc_aligned(it->nslots * it->stride);
+	if (!it->mem)
+		return -ENOMEM;
+	for (size_t i = 0; i < it->nslots; i++)
+		it->slots[i].data = it->mem + i * it->stride;
 	return 0;
 }
 

@@ -129,10 +129,11 @@ void eachobs__order_fail(eachobs_iter *it, size_t idx)
  */
 static bool help(eachobs_iter *it)
 {
-	size_t bound = it->order.next + it->nslots, lo, hi;
+	size_t bound = limit(it), lo, hi;
 
-	if (bound > limit(it))
-		bound = limit(it);
+	/* next + nslots, saturated: n may be near SIZE_MAX. */
+	if (bound - it->order.next > it->nslots)
+		bound = it->order.next + it->nslots;
 	if (!claim(it, 1, bound, &lo, &hi))
 		return false;
 	load_and_publish(it, lo);

@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <string.h>
 
 static size_t min_size(size_t a, size_t b)
@@ -145,10 +146,11 @@ static size_t steal_amount(size_t r, size_t bs)
 
 /*
  * Thief self (its own deque is empty): move the back of the richest deque
- * into our own, under both locks, so that unclaimed indices are never out
- * of every deque at once.
+ * into our own and claim its first index, all under both locks, so that
+ * unclaimed indices are never out of every deque at once and what we stole
+ * cannot be stolen from under us before we start on it.
  */
-static bool steal(eachobs_iter *it, unsigned self)
+static bool steal(eachobs_iter *it, unsigned self, size_t *idx)
 {
 	struct eachobs__deque *ds = it->pool.deques;
 	int v = richest(it, self);
@@ -163,7 +165,10 @@ static bool steal(eachobs_iter *it, unsigned self)
 		size_t start = h - steal_amount(h - l, it->basesize);
 
 		atomic_store_explicit(&ds[v].hi, start, memory_order_relaxed);
-		deque_set(&ds[self], start, h);
+		deque_set(&ds[self], start + 1, h);
+		atomic_fetch_sub_explicit(&it->pool.unclaimed, 1,
+					  memory_order_relaxed);
+		*idx = start;
 	}
 	unlock_pair(ds, self, (unsigned)v);
 	return got;
@@ -172,16 +177,22 @@ static bool steal(eachobs_iter *it, unsigned self)
 bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *idx)
 {
 	/* unclaimed > 0 means some deque holds work right now: a failed
-	 * steal or pop only means another thread claimed or moved it first,
-	 * so each retry follows someone else's progress and the loop ends. */
-	while (!pop_front(it, self, idx)) {
+	 * steal only means another thread claimed or moved it first, so each
+	 * retry follows someone else's progress and the loop ends. If the
+	 * thread we follow was preempted inside its critical section, yield
+	 * the core to it rather than spin through our time slice. */
+	for (unsigned round = 0; !pop_front(it, self, idx); round++) {
 		if (atomic_load_explicit(&it->pool.unclaimed,
 					 memory_order_relaxed) == 0 ||
 		    eachobs__closing(it) ||
 		    atomic_load_explicit(&it->stop, memory_order_relaxed))
 			return false;
-		if (!steal(it, self))
+		if (steal(it, self, idx))
+			return true;
+		if (round < EACHOBS__LOADER_SPINS)
 			eachobs__cpu_relax();
+		else
+			sched_yield();
 	}
 	return true;
 }

@@ -37,15 +37,37 @@
 
 #ifdef EACHOBS_TSAN
 #include <sanitizer/tsan_interface.h>
-/* ck's x86 atomics are inline assembly that TSan cannot see: tell it that
- * handing a slot through a ring orders the sender's writes to the slot
- * before the receiver's reads. */
-#define handoff_send(slot) __tsan_release(slot)
-#define handoff_recv(slot) __tsan_acquire(slot)
-#else
-#define handoff_send(slot) ((void)(slot))
-#define handoff_recv(slot) ((void)(slot))
 #endif
+
+/*
+ * Handing a slot through a ring must order everything the sender did with
+ * the slot's bytes (a loader's writes, or the consumer's reads) before
+ * everything the receiver does with them. ck's enqueue only fences stores
+ * against stores, which does not keep the consumer's last reads of a slot
+ * ahead of the publication that lets a loader overwrite it on weakly
+ * ordered CPUs; these fences do (on x86 they cost nothing). ck's atomics are
+ * also inline assembly that TSan cannot see, so the hand-off is annotated.
+ */
+static void handoff_send(struct eachobs__slot *slot)
+{
+	atomic_thread_fence(memory_order_release);
+#ifdef EACHOBS_TSAN
+	__tsan_release(slot);
+#else
+	(void)slot;
+#endif
+}
+
+static void handoff_recv(struct eachobs__slot *slot)
+{
+	atomic_thread_fence(memory_order_acquire);
+#ifdef EACHOBS_TSAN
+	__tsan_acquire(slot);
+#else
+	(void)slot;
+#endif
+}
+
 
 
 /* The smallest power of two above n (ck_ring holds size - 1 entries). */
@@ -144,6 +166,20 @@ static bool credit_or_closing(const void *arg)
 	       eachobs__closing(it);
 }
 
+static bool ready_or_closing(const void *arg)
+{
+	eachobs_iter *it = (eachobs_iter *)arg;
+
+	return ck_ring_size(&it->ring.ready) > 0 || eachobs__closing(it);
+}
+
+/* Consumer, with `ready` empty: sleep until a loaded slot arrives. */
+void eachobs__ring_wait_ready(eachobs_iter *it)
+{
+	eachobs__event_wait_single(&it->ring.ev_ready, ready_or_closing, it,
+				   EACHOBS__CONSUMER_SPINS);
+}
+
 bool eachobs__ring_put_ready(eachobs_iter *it, struct eachobs__slot *slot)
 {
 	struct eachobs__ring *r = &it->ring;
@@ -160,15 +196,11 @@ bool eachobs__ring_put_ready(eachobs_iter *it, struct eachobs__slot *slot)
 	 * preempted in that window left the others spinning for whole time
 	 * slices (63% of all CPU in a 64-thread stress run). A mutex makes
 	 * them sleep instead, and the ring is single-producer underneath. */
-#ifdef EXP_MPSC
-	ck_ring_enqueue_mpsc(&r->ready, r->ready_buf, slot);
-#else
 	pthread_mutex_lock(&r->producer_lock);
 	/* Cannot fail: credits keep the ring below its capacity. */
 	ck_ring_enqueue_spsc(&r->ready, r->ready_buf, slot);
 	pthread_mutex_unlock(&r->producer_lock);
-#endif
-	eachobs__event_notify(&r->ev_ready, 1);
+	eachobs__event_notify_single(&r->ev_ready, ready_or_closing, it);
 	return true;
 }
 
@@ -185,22 +217,9 @@ struct eachobs__slot *eachobs__ring_get_ready(eachobs_iter *it)
 	return slot;
 }
 
-static bool ready_or_closing(const void *arg)
-{
-	eachobs_iter *it = (eachobs_iter *)arg;
-
-	return ck_ring_size(&it->ring.ready) > 0 || eachobs__closing(it);
-}
-
-void eachobs__ring_wait_ready(eachobs_iter *it)
-{
-	eachobs__event_wait(&it->ring.ev_ready, ready_or_closing, it,
-			    EACHOBS__CONSUMER_SPINS);
-}
-
 void eachobs__ring_wake_all(eachobs_iter *it)
 {
-	eachobs__event_notify(&it->ring.ev_ready, INT_MAX);
+	eachobs__event_notify_single(&it->ring.ev_ready, NULL, NULL);
 	eachobs__event_notify(&it->ring.ev_room, INT_MAX);
 	eachobs__event_notify(&it->ring.ev_free, INT_MAX);
 }
