@@ -24,6 +24,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -78,6 +80,7 @@ struct timedata {
 /* One configuration's outcome over all repetitions. */
 struct result {
 	double median_ms, min_ms, max_ms, ideal_ms, efficiency;
+	double vs_bare; /* bare threads' median / this median */
 };
 
 static void usage(FILE *f, const char *prog)
@@ -358,6 +361,39 @@ static uint64_t run_once(struct timedata *d, unsigned nthreads,
 	return end - start;
 }
 
+/* The reference: P bare threads taking indices from an atomic counter and
+ * sleeping, with no hand-off at all. What the machine itself allows; the
+ * vs_bare column compares each eachobs row with it, in the same run. */
+struct bare {
+	const struct timedata *d;
+	atomic_size_t next;
+};
+
+static void *bare_worker(void *arg)
+{
+	struct bare *b = arg;
+
+	while (atomic_fetch_add(&b->next, 1) < b->d->n)
+		if (sleep_ns(b->d->t_ns) != 0)
+			die("clock_nanosleep failed");
+	return NULL;
+}
+
+static uint64_t run_bare(const struct timedata *d, unsigned nthreads)
+{
+	pthread_t th[EACHOBS_MAX_THREADS];
+	struct bare b = { .d = d };
+	uint64_t start = now_ns();
+
+	atomic_init(&b.next, 0);
+	for (unsigned i = 0; i < nthreads; i++)
+		if (pthread_create(&th[i], NULL, bare_worker, &b) != 0)
+			die("pthread_create failed");
+	for (unsigned i = 0; i < nthreads; i++)
+		pthread_join(th[i], NULL);
+	return now_ns() - start;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -365,8 +401,11 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static const char *executor_name(eachobs_executor ex)
+/* -1 stands for the bare-threads reference. */
+static const char *executor_name(int ex)
 {
+	if (ex < 0)
+		return "bare-thr";
 	return ex == EACHOBS_THREADED ? "threaded" : "background";
 }
 
@@ -382,8 +421,8 @@ struct case_run {
 
 /* One status line on a terminal, rewritten in place; nothing otherwise,
  * so that logs and pipes get only the table. */
-static void progress(const struct case_run *cr, unsigned p,
-		     eachobs_executor ex, bool ordered, unsigned rep)
+static void progress(const struct case_run *cr, unsigned p, int ex,
+		     bool ordered, unsigned rep)
 {
 	if (!isatty(STDERR_FILENO))
 		return;
@@ -420,6 +459,9 @@ static void print_header(const struct options *o, const double *t_sleep)
 	}
 	printf("\n# ideal = ceil(n/P) * t_sleep; efficiency = ideal / wall "
 	       "(THREADED: the consumer loads too, so up to (P+1)/P)\n");
+	printf("# bare-thr: P plain threads sleeping from an atomic counter, "
+	       "no hand-off;\n#   vs_bare = its wall / the row's wall, "
+	       "measured in this run (the machine's own limit)\n");
 }
 
 static void print_estimate(const struct options *o, const double *t_sleep,
@@ -433,35 +475,39 @@ static void print_estimate(const struct options *o, const double *t_sleep,
 		for (size_t i = 0; i < o->nthread_counts; i++)
 			s += ideal_ns(n[c], o->threads[i], t_sleep[c]);
 	}
-	s *= (double)(NEXECUTORS * 2 * o->reps) / 1e9;
+	s *= (double)((NEXECUTORS * 2 + 1) * o->reps) / 1e9;
 	printf("# estimated runtime: about %.0f s (sum of ideal times)\n", s);
 }
 
 static void print_table_head(void)
 {
-	printf("%7s %6s %5s  %-10s  %-7s %12s %12s %10s\n", "n", "t", "P",
-	       "executor", "ordered", "wall_ms", "ideal_ms", "efficiency");
+	printf("%7s %6s %5s  %-10s  %-7s %12s %12s %10s %8s\n", "n", "t", "P",
+	       "executor", "ordered", "wall_ms", "ideal_ms", "efficiency",
+	       "vs_bare");
 }
 
 static void print_row(const struct bench_case *c, size_t n, unsigned p,
-		      eachobs_executor ex, bool ordered, const struct result *r)
+		      int ex, bool ordered, const struct result *r)
 {
-	printf("%7zu %6s %5u  %-10s  %-7s %12.2f %12.2f %10.3f\n", n, c->name,
-	       p, executor_name(ex), ordered ? "yes" : "no", r->median_ms,
-	       r->ideal_ms, r->efficiency);
+	printf("%7zu %6s %5u  %-10s  %-7s %12.2f %12.2f %10.3f %8.3f\n", n,
+	       c->name, p, executor_name(ex),
+	       ex < 0 ? "-" : ordered ? "yes" : "no", r->median_ms,
+	       r->ideal_ms, r->efficiency, r->vs_bare);
 }
 
 static void csv_row(FILE *csv, const struct bench_case *c, size_t n,
-		    double t_sleep, unsigned p, eachobs_executor ex,
-		    bool ordered, unsigned reps, const struct result *r)
+		    double t_sleep, unsigned p, int ex, bool ordered,
+		    unsigned reps, const struct result *r)
 {
-	fprintf(csv, "%zu,%" PRIu64 ",%.0f,%u,%s,%d,%u,%.3f,%.3f,%.3f,%.3f,%.4f\n",
+	fprintf(csv,
+		"%zu,%" PRIu64 ",%.0f,%u,%s,%d,%u,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f\n",
 		n, c->t_ns, t_sleep, p, executor_name(ex), ordered, reps,
-		r->median_ms, r->min_ms, r->max_ms, r->ideal_ms, r->efficiency);
+		r->median_ms, r->min_ms, r->max_ms, r->ideal_ms, r->efficiency,
+		r->vs_bare);
 }
 
-static struct result run_config(struct case_run *cr, unsigned p,
-				eachobs_executor ex, bool ordered)
+static struct result run_config(struct case_run *cr, unsigned p, int ex,
+				bool ordered, double bare_ms)
 {
 	uint64_t wall[MAX_REPS];
 	unsigned reps = cr->o->reps;
@@ -469,7 +515,9 @@ static struct result run_config(struct case_run *cr, unsigned p,
 
 	for (unsigned i = 0; i < reps; i++) {
 		progress(cr, p, ex, ordered, i);
-		wall[i] = run_once(&cr->data, p, ex, ordered, cr->seen);
+		wall[i] = ex < 0 ? run_bare(&cr->data, p)
+				 : run_once(&cr->data, p, (eachobs_executor)ex,
+					    ordered, cr->seen);
 	}
 	qsort(wall, reps, sizeof(wall[0]), cmp_u64);
 	/* With an even count, the lower middle: still a time we measured. */
@@ -478,7 +526,20 @@ static struct result run_config(struct case_run *cr, unsigned p,
 	r.max_ms = (double)wall[reps - 1] / NS_PER_MS;
 	r.ideal_ms = ideal_ns(cr->data.n, p, cr->t_sleep) / NS_PER_MS;
 	r.efficiency = r.ideal_ms / r.median_ms;
+	r.vs_bare = (bare_ms > 0 ? bare_ms : r.median_ms) / r.median_ms;
 	return r;
+}
+
+static void report(struct case_run *cr, FILE *csv, unsigned p, int ex,
+		   bool ordered, const struct result *r)
+{
+	(*cr->done)++;
+	clear_progress();
+	print_row(cr->c, cr->data.n, p, ex, ordered, r);
+	fflush(stdout);
+	if (csv)
+		csv_row(csv, cr->c, cr->data.n, cr->t_sleep, p, ex, ordered,
+			cr->o->reps, r);
 }
 
 static void run_case(struct case_run *cr, FILE *csv)
@@ -486,21 +547,17 @@ static void run_case(struct case_run *cr, FILE *csv)
 	const struct options *o = cr->o;
 
 	for (size_t i = 0; i < o->nthread_counts; i++) {
+		unsigned p = o->threads[i];
+		struct result bare = run_config(cr, p, -1, false, 0);
+
+		report(cr, csv, p, -1, false, &bare);
 		for (size_t e = 0; e < NEXECUTORS; e++) {
 			for (int ord = 0; ord <= 1; ord++) {
-				unsigned p = o->threads[i];
-				struct result r = run_config(cr, p, executors[e],
-							     ord);
-
-				(*cr->done)++;
-				clear_progress();
-				print_row(cr->c, cr->data.n, p, executors[e],
-					  ord, &r);
-				fflush(stdout);
-				if (csv)
-					csv_row(csv, cr->c, cr->data.n,
-						cr->t_sleep, p, executors[e],
-						ord, o->reps, &r);
+				struct result r = run_config(cr, p,
+							     (int)executors[e],
+							     ord,
+							     bare.median_ms);
+				report(cr, csv, p, (int)executors[e], ord, &r);
 			}
 		}
 	}
@@ -517,7 +574,7 @@ static FILE *open_csv(const char *path)
 		die("%s: %s", path, strerror(errno));
 	fprintf(csv, "n,t_ns,t_sleep_ns,nthreads,executor,ordered,reps,"
 		     "wall_median_ms,wall_min_ms,wall_max_ms,ideal_ms,"
-		     "efficiency\n");
+		     "efficiency,vs_bare\n");
 	return csv;
 }
 
@@ -547,7 +604,7 @@ int main(int argc, char **argv)
 		if (!o.use_case[c])
 			continue;
 		nmax = n[c] > nmax ? n[c] : nmax;
-		total += o.nthread_counts * NEXECUTORS * 2;
+		total += o.nthread_counts * (NEXECUTORS * 2 + 1);
 		if (isatty(STDERR_FILENO))
 			fprintf(stderr, "\r\033[Kmeasuring t_sleep for %s",
 				all_cases[c].name);
