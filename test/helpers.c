@@ -1,0 +1,514 @@
+#define _GNU_SOURCE
+#include "helpers.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A sentinel that eachobs_next must overwrite with NULL at the end. */
+static const char not_written;
+#define IDX_UNTOUCHED ((size_t)0x5eed5eed5eedULL)
+
+uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+uint64_t splitmix64(uint64_t *state)
+{
+	*state += 0x9e3779b97f4a7c15ULL;
+	return mix64(*state);
+}
+
+double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void sleep_us(unsigned us)
+{
+	struct timespec ts = { .tv_sec = us / 1000000u,
+			       .tv_nsec = (long)(us % 1000000u) * 1000L };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+unsigned online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (unsigned)n : 1u;
+}
+
+const char *executor_name(eachobs_executor ex)
+{
+	switch (ex) {
+	case EACHOBS_THREADED:
+		return "THREADED";
+	case EACHOBS_BACKGROUND:
+		return "BACKGROUND";
+	case EACHOBS_SERIAL:
+		return "SERIAL";
+	}
+	return "?";
+}
+
+size_t slot_bound(const eachobs_options *o)
+{
+	size_t nt, bs;
+
+	if (o && o->executor == EACHOBS_SERIAL)
+		return 1;
+	nt = o && o->nthreads ? o->nthreads : online_cpus();
+	if (o && o->buffersize) {
+		bs = o->buffersize;
+	} else {
+		bs = (size_t)EACHOBS_DEFAULT_BUFFER_PER_THREAD * nt;
+		if (bs < EACHOBS_DEFAULT_BUFFER_MIN)
+			bs = EACHOBS_DEFAULT_BUFFER_MIN;
+	}
+	return bs + nt + 1;
+}
+
+/* ---- the watchdog -------------------------------------------------- */
+
+struct watchdog {
+	struct timespec deadline;
+	double seconds;
+	char name[160];
+};
+
+static void *watchdog_main(void *arg)
+{
+	struct watchdog *wd = arg;
+
+	/* A deadline timer, not synchronization: nothing waits for it. */
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &wd->deadline,
+			       NULL) == EINTR)
+		;
+	fprintf(stderr, "\n*** watchdog: %s still running after %.0f s: a deadlock "
+			"or a lost wake-up? Aborting. ***\n", wd->name, wd->seconds);
+	fflush(stderr);
+	abort();
+	return NULL;
+}
+
+void watchdog_start(double seconds, const char *name)
+{
+	static struct watchdog wd;
+	pthread_attr_t attr;
+	pthread_t t;
+
+	clock_gettime(CLOCK_MONOTONIC, &wd.deadline);
+	wd.deadline.tv_sec += (time_t)seconds;
+	wd.seconds = seconds;
+	snprintf(wd.name, sizeof(wd.name), "%s", name ? name : "the test");
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, watchdog_main, &wd) != 0) {
+		fprintf(stderr, "watchdog: cannot start its thread\n");
+		abort();
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* ---- counting threads --------------------------------------------- */
+
+int threads_now(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+int threads_settle(int want, double deadline_s)
+{
+	double end = now_s() + deadline_s;
+	int n;
+
+	while ((n = threads_now()) > want && now_s() < end)
+		sched_yield();
+	return n;
+}
+
+/* ---- the dataset ---------------------------------------------------- */
+
+void td_violate(struct td *td, const char *fmt, ...)
+{
+	int expected = 0;
+	va_list ap;
+
+	/* Keep the first violation only; later ones race for nothing. */
+	if (!atomic_compare_exchange_strong(&td->violated, &expected, 1))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(td->violation, sizeof(td->violation), fmt, ap);
+	va_end(ap);
+	atomic_store(&td->violated, 2);
+}
+
+const char *td_violation(struct td *td)
+{
+	/* The message is complete once the flag reads 2; every caller runs
+	 * after the callbacks finished (the library joined its threads or the
+	 * consumer received the observation), so 1 is not seen in practice. */
+	int v = atomic_load(&td->violated);
+
+	if (v == 0)
+		return NULL;
+	return v == 2 ? td->violation : "(violation message being written)";
+}
+
+static void update_max(atomic_long *max, long v)
+{
+	long cur = atomic_load(max);
+
+	while (v > cur && !atomic_compare_exchange_weak(max, &cur, v))
+		;
+}
+
+static size_t td_numobs(void *ctx)
+{
+	struct td *td = ctx;
+
+	atomic_fetch_add(&td->numobs_calls, 1);
+	if (!pthread_equal(pthread_self(), td->creator))
+		atomic_fetch_add(&td->numobs_off_creator, 1);
+	return td->n;
+}
+
+static uint64_t pattern_word(const struct td *td, size_t idx, size_t j)
+{
+	return mix64(td->seed ^ ((uint64_t)idx * 0x9e3779b97f4a7c15ULL) ^
+		     ((uint64_t)j * 0xd1b54a32d192ed03ULL));
+}
+
+void td_pattern_fill(const struct td *td, size_t idx, void *obs)
+{
+	unsigned char *p = obs;
+
+	for (size_t j = 0; j < td->obs_size; j += 8) {
+		uint64_t w = pattern_word(td, idx, j);
+		size_t k = td->obs_size - j < 8 ? td->obs_size - j : 8;
+
+		memcpy(p + j, &w, k);
+	}
+}
+
+bool td_pattern_ok(const struct td *td, size_t idx, const void *obs)
+{
+	const unsigned char *p = obs;
+
+	for (size_t j = 0; j < td->obs_size; j += 8) {
+		uint64_t w = pattern_word(td, idx, j);
+		size_t k = td->obs_size - j < 8 ? td->obs_size - j : 8;
+
+		if (memcmp(p + j, &w, k) != 0)
+			return false;
+	}
+	return true;
+}
+
+static void td_sleep(const struct td *td, size_t idx)
+{
+	unsigned us = idx < td->sleep_below ? td->sleep_us : 0;
+
+	if (idx == td->slow_idx)
+		us += td->slow_us;
+
+	if (td->rand_sleep_us) {
+		uint64_t h = mix64(td->seed ^ 0x5151 ^ (uint64_t)idx);
+
+		/* A quarter of the indices sleep, for 0..rand_sleep_us. */
+		if ((h & 3) == 0)
+			us += (unsigned)((h >> 8) % (td->rand_sleep_us + 1u));
+	}
+	if (us)
+		sleep_us(us);
+}
+
+static int td_getobs(void *ctx, size_t idx, void *obs)
+{
+	struct td *td = ctx;
+	int rc = 0;
+
+	if (atomic_load(&td->closed))
+		td_violate(td, "getobs(%zu) ran after eachobs_close returned", idx);
+	if (atomic_load(&td->closing))
+		atomic_fetch_add(&td->after_closing, 1);
+	atomic_fetch_add(&td->in_getobs, 1);
+	update_max(&td->max_live, atomic_fetch_add(&td->live, 1) + 1);
+	atomic_fetch_add(&td->getobs_calls, 1);
+	if (!obs)
+		td_violate(td, "getobs(%zu) got a NULL slot", idx);
+	else if ((uintptr_t)obs % 64 != 0)
+		td_violate(td, "getobs(%zu) got slot %p, not 64-byte aligned", idx, obs);
+	if (idx >= td->n)
+		td_violate(td, "getobs(%zu) called with n = %zu", idx, td->n);
+	if (td->window) {
+		size_t released = atomic_load(&td->released);
+
+		if (idx >= released + td->window)
+			td_violate(td, "ordered: getobs(%zu) started when only %zu "
+				    "observations were released (window %zu)",
+				idx, released, td->window);
+	}
+	if (idx < td->track_n) {
+		if (atomic_fetch_add(&td->calls[idx], 1) != 0)
+			td_violate(td, "getobs(%zu) called more than once", idx);
+		atomic_store(&td->slot_of[idx], obs);
+	}
+	if (td->check_threads) {
+		if (pthread_equal(pthread_self(), td->consumer))
+			atomic_fetch_add(&td->on_consumer, 1);
+		else
+			atomic_fetch_add(&td->off_consumer, 1);
+	}
+	td_sleep(td, idx);
+	if (obs && td->fill)
+		td_pattern_fill(td, idx, obs);
+	if (obs && td->write_idx && td->obs_size >= sizeof(size_t))
+		memcpy(obs, &idx, sizeof(idx));
+	if (idx == td->fail_idx)
+		rc = td->fail_code;
+	/* A failed load yields nothing: its slot is not held by anyone. */
+	if (rc != 0)
+		atomic_fetch_sub(&td->live, 1);
+	atomic_fetch_sub(&td->in_getobs, 1);
+	return rc;
+}
+
+void td_init(struct td *td, size_t n, size_t obs_size, size_t track_n_max)
+{
+	memset(td, 0, sizeof(*td));
+	td->n = n;
+	td->obs_size = obs_size;
+	td->seed = 0x0b5e55edULL;
+	td->fail_idx = TD_NONE;
+	td->slow_idx = TD_NONE;
+	td->sleep_below = TD_NONE;
+	td->fill = obs_size > 0;
+	td->creator = pthread_self();
+	td->consumer = pthread_self();
+	atomic_init(&td->numobs_calls, 0);
+	atomic_init(&td->numobs_off_creator, 0);
+	atomic_init(&td->getobs_calls, 0);
+	atomic_init(&td->in_getobs, 0);
+	atomic_init(&td->live, 0);
+	atomic_init(&td->max_live, 0);
+	atomic_init(&td->on_consumer, 0);
+	atomic_init(&td->off_consumer, 0);
+	atomic_init(&td->closing, false);
+	atomic_init(&td->after_closing, 0);
+	atomic_init(&td->closed, false);
+	atomic_init(&td->released, 0);
+	atomic_init(&td->violated, 0);
+	if (n <= track_n_max) {
+		td->track_n = n;
+		/* calloc zeroes; all-zero is a valid initial atomic here. */
+		td->calls = calloc(n ? n : 1, sizeof(*td->calls));
+		td->slot_of = calloc(n ? n : 1, sizeof(*td->slot_of));
+		if (!td->calls || !td->slot_of) {
+			fprintf(stderr, "helpers: out of memory\n");
+			abort();
+		}
+	}
+}
+
+void td_fini(struct td *td)
+{
+	free(td->calls);
+	free(td->slot_of);
+	td->calls = NULL;
+	td->slot_of = NULL;
+}
+
+eachobs_dataset td_dataset(struct td *td)
+{
+	return (eachobs_dataset){ .ctx = td,
+				  .numobs = td_numobs,
+				  .getobs = td_getobs,
+				  .obs_size = td->obs_size };
+}
+
+/* ---- the consumer --------------------------------------------------- */
+
+static void cons_err(struct cons *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->err[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	va_end(ap);
+}
+
+void cons_init(struct cons *c, eachobs_iter *it, struct td *td, bool ordered)
+{
+	memset(c, 0, sizeof(*c));
+	c->it = it;
+	c->td = td;
+	c->ordered = ordered;
+	if (td->track_n == td->n && td->calls) {
+		c->seen = calloc(td->n ? td->n : 1, 1);
+		if (!c->seen) {
+			fprintf(stderr, "helpers: out of memory\n");
+			abort();
+		}
+	}
+}
+
+void cons_fini(struct cons *c)
+{
+	free(c->seen);
+	c->seen = NULL;
+}
+
+static void check_held(struct cons *c)
+{
+	const struct td *td = c->td;
+	size_t stored;
+
+	if (td->fill && !td_pattern_ok(td, c->held_idx, c->held_obs))
+		cons_err(c, "the bytes of observation %zu changed while the "
+			    "consumer held it", c->held_idx);
+	if (td->write_idx && td->obs_size >= sizeof(size_t)) {
+		memcpy(&stored, c->held_obs, sizeof(stored));
+		if (stored != c->held_idx)
+			cons_err(c, "observation %zu changed to %zu while held",
+				 c->held_idx, stored);
+	}
+}
+
+static void check_yield(struct cons *c, const void *obs, size_t idx)
+{
+	struct td *td = c->td;
+	size_t stored;
+
+	if (!obs) {
+		cons_err(c, "eachobs_next returned 1 with a NULL observation (idx %zu)", idx);
+		return;
+	}
+	if (idx >= td->n) {
+		cons_err(c, "eachobs_next yielded idx %zu, n = %zu", idx, td->n);
+		return;
+	}
+	if (c->ordered && idx != c->yielded)
+		cons_err(c, "ordered: yielded idx %zu where %zu was due", idx, c->yielded);
+	if (c->seen) {
+		if (c->seen[idx])
+			cons_err(c, "idx %zu yielded twice", idx);
+		c->seen[idx] = 1;
+	}
+	if (idx < td->track_n) {
+		void *slot = atomic_load(&td->slot_of[idx]);
+		unsigned calls = atomic_load(&td->calls[idx]);
+
+		if (calls != 1)
+			cons_err(c, "idx %zu yielded after %u getobs calls", idx, calls);
+		if (slot != obs)
+			cons_err(c, "idx %zu yielded at %p but getobs wrote %p "
+				    "(a copy, or the wrong slot)", idx, obs, slot);
+	}
+	if (td->fill && !td_pattern_ok(td, idx, obs))
+		cons_err(c, "idx %zu yielded with bytes getobs did not write", idx);
+	if (td->write_idx && td->obs_size >= sizeof(size_t)) {
+		memcpy(&stored, obs, sizeof(stored));
+		if (stored != idx)
+			cons_err(c, "idx %zu yielded a slot holding %zu", idx, stored);
+	}
+}
+
+int cons_next(struct cons *c, const void **obsp, size_t *idxp)
+{
+	const void *obs = &not_written;
+	size_t idx = IDX_UNTOUCHED;
+	int rc;
+
+	if (c->held) {
+		check_held(c);
+		atomic_fetch_sub(&c->td->live, 1);
+		atomic_fetch_add(&c->td->released, 1);
+		c->held = false;
+	}
+	rc = eachobs_next(c->it, &obs, &idx);
+	if (rc == 1) {
+		check_yield(c, obs, idx);
+		c->held = true;
+		c->held_idx = idx;
+		c->held_obs = obs;
+		c->last_idx = idx;
+		c->yielded++;
+	} else if (rc == 0) {
+		if (obs != NULL)
+			cons_err(c, "eachobs_next returned 0 without setting *obs to NULL");
+		if (idx != IDX_UNTOUCHED)
+			cons_err(c, "eachobs_next returned 0 and wrote *idx = %zu "
+				    "(it must stay untouched at the end)", idx);
+	} else if (rc < 0) {
+		if (obs != NULL)
+			cons_err(c, "eachobs_next returned %d without setting *obs to NULL", rc);
+		if (idx == IDX_UNTOUCHED)
+			cons_err(c, "eachobs_next returned %d without setting *idx", rc);
+	} else {
+		cons_err(c, "eachobs_next returned %d", rc);
+	}
+	if (obsp)
+		*obsp = obs;
+	if (idxp)
+		*idxp = idx;
+	return rc;
+}
+
+void cons_close(struct cons *c)
+{
+	long running;
+
+	if (c->held) {
+		check_held(c);
+		atomic_fetch_sub(&c->td->live, 1);
+		c->held = false;
+	}
+	atomic_store(&c->td->closing, true);
+	eachobs_close(c->it);
+	c->it = NULL;
+	atomic_store(&c->td->closed, true);
+	running = atomic_load(&c->td->in_getobs);
+	if (running != 0)
+		cons_err(c, "%ld getobs calls still running after eachobs_close returned",
+			 running);
+}
+
+bool cons_all_seen(struct cons *c)
+{
+	if (!c->seen)
+		return false;
+	for (size_t i = 0; i < c->td->n; i++)
+		if (!c->seen[i])
+			return false;
+	return true;
+}
