@@ -158,6 +158,11 @@ typedef struct eachobs_options {
 	 * max(EACHOBS_DEFAULT_BUFFER_MIN, EACHOBS_DEFAULT_BUFFER_PER_THREAD *
 	 * nthreads). Memory used for slots is
 	 * (buffersize + nthreads + 1) * obs_size, rounded up to 64 bytes each.
+	 * Why 4 per thread: with a buffer smaller than the number of threads,
+	 * loaders wait for the consumer to wake up; measured on 2 cores,
+	 * TimeDataset n = 10000, t = 10 us, 16 threads, BACKGROUND, median of
+	 * 7: buffersize 1: 320 ms, 8: 159 ms, 16: 107 ms, 64: 91 ms,
+	 * 256: 83 ms (ordered levels off at 32: 73 ms).
 	 */
 	size_t buffersize;
 	/** Who runs getobs(); EACHOBS_THREADED by default. */

@@ -30,9 +30,15 @@ void eachobs__order_init(eachobs_iter *it, size_t chunk)
 	it->order.next = 0;
 }
 
-/* Claim [*lo, *hi): at most max indices, all below bound. */
-static bool claim(eachobs_iter *it, size_t max, size_t bound, size_t *lo,
-		  size_t *hi)
+/*
+ * Claim [*lo, *hi): at most max indices, all below bound, and, when
+ * workers > 0, at most a 1/(2 workers) share of what is left, so that the
+ * last claims shrink to single indices and no worker ends a run holding
+ * several while the others have nothing (n = 100, t = 100 ms, P = 8 with
+ * fixed chunks of 2: one worker loaded 14 where 13 was the ideal).
+ */
+static bool claim(eachobs_iter *it, size_t max, size_t bound, size_t workers,
+		  size_t *lo, size_t *hi)
 {
 	size_t c = atomic_load_explicit(&it->order.next_claim,
 					memory_order_relaxed);
@@ -42,7 +48,10 @@ static bool claim(eachobs_iter *it, size_t max, size_t bound, size_t *lo,
 	do {
 		if (c >= bound)
 			return false;
-		*hi = c + (bound - c < max ? bound - c : max);
+		size_t left = bound - c, take = left < max ? left : max;
+		if (workers && left / (2 * workers) < take)
+			take = left / (2 * workers) ? left / (2 * workers) : 1;
+		*hi = c + take;
 	} while (!atomic_compare_exchange_weak_explicit(
 		&it->order.next_claim, &c, *hi, memory_order_relaxed,
 		memory_order_relaxed));
@@ -96,7 +105,7 @@ void eachobs__order_worker(eachobs_iter *it)
 {
 	size_t lo, hi;
 
-	while (claim(it, it->order.chunk, it->n, &lo, &hi)) {
+	while (claim(it, it->order.chunk, it->n, it->pool.nthreads, &lo, &hi)) {
 		for (size_t i = lo; i < hi; i++) {
 			struct turn_wait w = { it, slot_of(it, i),
 					       free_turn(it, i) };
@@ -134,7 +143,7 @@ static bool help(eachobs_iter *it)
 	/* next + nslots, saturated: n may be near SIZE_MAX. */
 	if (bound - it->order.next > it->nslots)
 		bound = it->order.next + it->nslots;
-	if (!claim(it, 1, bound, &lo, &hi))
+	if (!claim(it, 1, bound, 0, &lo, &hi))
 		return false;
 	load_and_publish(it, lo);
 	return true;
