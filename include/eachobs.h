@@ -140,11 +140,15 @@ typedef struct eachobs_options {
 	 */
 	unsigned nthreads;
 	/**
-	 * Observations per task: a worker takes this many consecutive indices at
-	 * a time, and thieves steal whole tasks. 0: derived,
-	 * ceil(n / (oversubscription * nthreads)). In ordered mode a worker
-	 * claims at most max(1, buffersize / (2 * nthreads)) indices at a time
-	 * so that the reorder window stays full (see `ordered`).
+	 * Observations per task: the unit in which work is split among the
+	 * workers and stolen. 0: derived,
+	 * ceil(n / (oversubscription * nthreads)). Unordered, worker j
+	 * starts with the j-th run of whole tasks and idle workers steal half
+	 * of the busiest worker's remaining tasks; a worker takes the indices
+	 * of its own deque one at a time, so none is kept from a thief. In
+	 * ordered mode a worker claims at most
+	 * max(1, buffersize / (2 * nthreads)) indices at a time so that the
+	 * reorder window stays full (see `ordered`).
 	 */
 	size_t basesize;
 	/**
