@@ -75,9 +75,20 @@ void eachobs__free(void *p)
 	free(p);
 }
 
-int eachobs__thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
+int eachobs__thread_create(pthread_t *t, size_t stack_size,
+			   void *(*fn)(void *), void *arg)
 {
+	pthread_attr_t attr;
+	int rc;
+
 	if (fault_fires(&thread_fault))
 		return EAGAIN;
-	return pthread_create(t, NULL, fn, arg);
+	rc = pthread_attr_init(&attr);
+	if (rc != 0)
+		return rc;
+	rc = pthread_attr_setstacksize(&attr, stack_size);
+	if (rc == 0)
+		rc = pthread_create(t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return rc;
 }

@@ -83,8 +83,10 @@ void *eachobs__calloc(size_t nmemb, size_t size);
 /* size bytes aligned to a cache line; NULL on failure. */
 void *eachobs__alloc_aligned(size_t size);
 void eachobs__free(void *p);
-/* pthread_create; returns 0 or a positive errno like pthread_create. */
-int eachobs__thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
+/* pthread_create with that stack size; returns 0 or a positive errno like
+ * pthread_create. */
+int eachobs__thread_create(pthread_t *t, size_t stack_size,
+			   void *(*fn)(void *), void *arg);
 
 /* ---- slots ---------------------------------------------------------- */
 
@@ -179,6 +181,7 @@ struct eachobs_iter {
 	size_t buffersize;
 	size_t nslots;     /* buffersize + workers + 1; 1 for SERIAL */
 	size_t stride;     /* obs_size rounded up to a cache line */
+	size_t stack_size; /* of each worker */
 	struct eachobs__slot *slots;
 	unsigned char *mem;
 

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,6 +50,8 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 	if ((unsigned)o->executor > (unsigned)EACHOBS_SERIAL)
 		return -EINVAL;
 	if (o->nthreads > EACHOBS_MAX_THREADS)
+		return -EINVAL;
+	if (o->stack_size && o->stack_size < (size_t)PTHREAD_STACK_MIN)
 		return -EINVAL;
 	cfg->nthreads = o->nthreads ? o->nthreads : online_cpus();
 	cfg->buffersize = o->buffersize;
@@ -92,6 +95,8 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 	}
 	it->buffersize = cfg->buffersize;
 	it->stride = cfg->stride;
+	it->stack_size = o->stack_size ? o->stack_size
+				       : EACHOBS_DEFAULT_STACK_SIZE;
 	if (it->executor == EACHOBS_SERIAL || n == 0) {
 		it->nslots = 1;
 		return 0;

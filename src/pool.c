@@ -250,7 +250,8 @@ int eachobs__pool_start(eachobs_iter *it)
 	for (unsigned j = 0; j < p->nthreads; j++) {
 		p->workers[j].it = it;
 		p->workers[j].self = j;
-		if (eachobs__thread_create(&p->workers[j].thread, worker_main,
+		if (eachobs__thread_create(&p->workers[j].thread,
+					   it->stack_size, worker_main,
 					   &p->workers[j]) != 0)
 			return -EAGAIN; /* the caller closes and joins */
 		p->nstarted++;
