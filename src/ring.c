@@ -18,8 +18,9 @@
  * for safety, not because it is expected to sleep.
  *
  * ck_ring never blocks, so waiting is done with event counts: the consumer
- * sleeps on ev_ready when `ready` is empty, loaders sleep on ev_room when no
- * credit is left, and each side wakes exactly one sleeper per item.
+ * sleeps on ev_ready when `ready` is empty and is woken by the first slot
+ * that arrives; loaders sleep on ev_room when no credit is left and are
+ * woken together once half the buffer is free (see resume_at).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -157,12 +158,26 @@ static bool take_credit(struct eachobs__ring *r)
 	return false;
 }
 
-static bool credit_or_closing(const void *arg)
+/*
+ * Loaders that found no credit sleep until half the buffer is free again,
+ * not until one credit is: waking a loader per returned credit made
+ * loaders and consumer take turns, a futex call and a context switch per
+ * observation (no-op getobs, P = 2: 1.5 futex calls per item, 0.3 M
+ * items/s). Woken together at the half mark, they refill in a burst while
+ * the consumer drains without sleeping. The consumer never waits on this,
+ * so the hysteresis adds no latency to what it receives.
+ */
+static size_t resume_at(const eachobs_iter *it)
 {
-	eachobs_iter *it = (eachobs_iter *)arg;
+	return it->buffersize / 2 ? it->buffersize / 2 : 1;
+}
 
-	return atomic_load_explicit(&it->ring.credits, memory_order_relaxed) >
-		       0 ||
+static bool room_or_closing(const void *arg)
+{
+	const eachobs_iter *it = arg;
+
+	return atomic_load_explicit(&it->ring.credits, memory_order_relaxed) >=
+		       resume_at(it) ||
 	       eachobs__closing(it);
 }
 
@@ -187,7 +202,7 @@ bool eachobs__ring_put_ready(eachobs_iter *it, struct eachobs__slot *slot)
 	while (!take_credit(r)) {
 		if (eachobs__closing(it))
 			return false;
-		eachobs__event_wait(&r->ev_room, credit_or_closing, it,
+		eachobs__event_wait(&r->ev_room, room_or_closing, it,
 				    EACHOBS__LOADER_SPINS);
 	}
 	handoff_send(slot);
@@ -212,8 +227,14 @@ struct eachobs__slot *eachobs__ring_get_ready(eachobs_iter *it)
 	if (!ck_ring_dequeue_spsc(&r->ready, r->ready_buf, &slot))
 		return NULL;
 	handoff_recv(slot);
-	atomic_fetch_add_explicit(&r->credits, 1, memory_order_release);
-	eachobs__event_notify(&r->ev_room, 1);
+	size_t credits = atomic_fetch_add_explicit(&r->credits, 1,
+						   memory_order_release) +
+			 1;
+	/* Only the return that reaches the half mark wakes (everybody):
+	 * sleepers test credits >= resume_at, and credits pass through
+	 * every value on the way up, one return at a time. */
+	if (credits == resume_at(it))
+		eachobs__event_notify(&r->ev_room, INT_MAX);
 	return slot;
 }
 
