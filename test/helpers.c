@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "helpers.h"
 
+#include <criterion/criterion.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
@@ -511,4 +513,27 @@ bool cons_all_seen(struct cons *c)
 		if (!c->seen[i])
 			return false;
 	return true;
+}
+
+const eachobs_executor executors[NEXECUTORS] = {
+	EACHOBS_THREADED,
+	EACHOBS_BACKGROUND,
+	EACHOBS_SERIAL,
+};
+
+int threads_base;
+
+void deadline_after(double seconds)
+{
+	char name[200];
+
+	snprintf(name, sizeof(name), "%s::%s", criterion_current_suite->name,
+		 criterion_current_test->name);
+	watchdog_start(seconds, name);
+	threads_base = threads_now();
+}
+
+void deadline(void)
+{
+	deadline_after(40);
 }

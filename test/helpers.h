@@ -142,4 +142,20 @@ const char *executor_name(eachobs_executor ex);
 /* Upper bound on slots for these options as documented in eachobs.h. */
 size_t slot_bound(const eachobs_options *o);
 
+/* Every executor, for tests that loop over all of them. */
+extern const eachobs_executor executors[];
+#define NEXECUTORS 3
+
+/* Threads of the test process when the running test started. */
+extern int threads_base;
+
+/*
+ * A Criterion suite's .init: every test gets a deadline, the watchdog
+ * aborting it with a message after 40 s (Criterion's own .timeout does not
+ * fire under --jobs 2), and notes threads_base.
+ */
+void deadline(void);
+/* The same with another deadline. */
+void deadline_after(double seconds);
+
 #endif

@@ -23,29 +23,6 @@
 #include <string.h>
 #include <time.h>
 
-static const eachobs_executor executors[] = {
-	EACHOBS_THREADED,
-	EACHOBS_BACKGROUND,
-	EACHOBS_SERIAL,
-};
-#define NEXECUTORS (sizeof(executors) / sizeof(executors[0]))
-
-/* Threads of the test process before it started any iterator. */
-static int threads_base;
-
-/*
- * Every test has a deadline: the watchdog aborts it with a message after
- * 40 s (see helpers.h), and Criterion's timeout of 60 s is a backup.
- */
-static void deadline(void)
-{
-	char name[200];
-
-	snprintf(name, sizeof(name), "%s::%s", criterion_current_suite->name,
-		 criterion_current_test->name);
-	watchdog_start(40, name);
-	threads_base = threads_now();
-}
 
 TestSuite(start, .init = deadline, .timeout = 60);
 TestSuite(next, .init = deadline, .timeout = 60);
