@@ -39,6 +39,8 @@
 
 #include <eachobs.h>
 
+#include "util.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -52,13 +54,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define NS_PER_S 1000000000ull
 #define NS_PER_MS 1000000ull
-#define MAX_THREAD_COUNTS 32
-#define MAX_REPS 1000
 #define MAX_N (1ull << 34)
 #define QUICK_DIVISOR 100
 
@@ -85,14 +83,8 @@ static const unsigned rss_threads[] = { 2, 16, 64 };
 #define NRSS (sizeof(rss_threads) / sizeof(rss_threads[0]))
 
 struct options {
-	size_t n;
-	unsigned reps;
-	bool reps_set;
-	unsigned threads[MAX_THREAD_COUNTS];
-	size_t nthread_counts;
-	bool threads_set;
-	bool quick;
-	const char *csv_path;
+	struct bench_args args; /* --reps, --threads, --quick, --csv */
+	size_t n;		/* --n */
 };
 
 /* The dataset's ctx: read-only once the iterator starts. */
@@ -144,157 +136,36 @@ static void usage(FILE *f, const char *prog)
 		"                  --reps is given, a shorter pause\n"
 		"  --csv FILE      also write the results as CSV to FILE\n"
 		"  --help          print this and exit\n",
-		prog, RATE_N, RATE_BUDGET_NS / NS_PER_S, MAX_REPS, RATE_REPS, START_REPS, START_EXTRA_P,
+		prog, RATE_N, RATE_BUDGET_NS / NS_PER_S, BENCH_MAX_REPS, RATE_REPS, START_REPS, START_EXTRA_P,
 		START_EXTRA_P, QUICK_DIVISOR);
 }
 
-/* Leave the progress line (if any) before printing a message, so that the
- * message starts at column 0 on a terminal. */
-static void clear_progress(void)
+/* --n, the one option of our own: a bench_option_fn. */
+static void parse_n(int ch, const char *arg, void *ctx)
 {
-	if (isatty(STDERR_FILENO))
-		fputs("\r\033[K", stderr);
-}
+	struct options *o = ctx;
 
-static _Noreturn void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	clear_progress();
-	fputs("overhead: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static _Noreturn void bad_usage(const char *prog, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("overhead: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	usage(stderr, prog);
-	exit(2);
-}
-
-/* Parse a whole decimal number in [min, max]. strtoull alone would accept
- * "-1" (as ULLONG_MAX), "", "8x" and leading blanks. */
-static bool parse_ull(const char *s, unsigned long long min,
-		      unsigned long long max, unsigned long long *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (*s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v < min || v > max)
-		return false;
-	*out = v;
-	return true;
-}
-
-static void parse_threads(const char *prog, const char *arg,
-			  struct options *o)
-{
-	char *list = strdup(arg), *save, *tok;
-
-	if (list == NULL)
-		die("out of memory");
-	o->nthread_counts = 0;
-	/* strtok_r would silently skip empty items ("2,,8"); strsep does not. */
-	for (save = list; (tok = strsep(&save, ",")) != NULL;) {
-		unsigned long long v;
-
-		if (o->nthread_counts == MAX_THREAD_COUNTS)
-			bad_usage(prog, "--threads: at most %d counts",
-				  MAX_THREAD_COUNTS);
-		if (!parse_ull(tok, 1, EACHOBS_MAX_THREADS, &v))
-			bad_usage(prog, "--threads: '%s' is not a count in 1..%u",
-				  tok, EACHOBS_MAX_THREADS);
-		o->threads[o->nthread_counts++] = (unsigned)v;
-	}
-	o->threads_set = true;
-	free(list);
+	(void)ch;
+	o->n = (size_t)parse_option("--n", arg, 1, MAX_N);
 }
 
 static void parse_args(int argc, char **argv, struct options *o)
 {
-	static const struct option longopts[] = {
+	static const struct option own[] = {
 		{ "n", required_argument, NULL, 'n' },
-		{ "reps", required_argument, NULL, 'r' },
-		{ "threads", required_argument, NULL, 't' },
-		{ "quick", no_argument, NULL, 'q' },
-		{ "csv", required_argument, NULL, 'o' },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *prog = argv[0];
-	unsigned long long v;
-	int ch;
 
-	*o = (struct options){ .n = RATE_N, .reps = RATE_REPS,
-			       .threads = { 1, 2 }, .nthread_counts = 2 };
-	/* A leading '+' stops at the first non-option, so stray arguments are
-	 * reported below instead of being permuted away. */
-	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'n':
-			if (!parse_ull(optarg, 1, MAX_N, &v))
-				bad_usage(prog, "--n: '%s' is not in 1..%llu",
-					  optarg, MAX_N);
-			o->n = (size_t)v;
-			break;
-		case 'r':
-			if (!parse_ull(optarg, 1, MAX_REPS, &v))
-				bad_usage(prog, "--reps: '%s' is not in 1..%d",
-					  optarg, MAX_REPS);
-			o->reps = (unsigned)v;
-			o->reps_set = true;
-			break;
-		case 't': parse_threads(prog, optarg, o); break;
-		case 'q': o->quick = true; break;
-		case 'o': o->csv_path = optarg; break;
-		case 'h': usage(stdout, prog); exit(0);
-		default: usage(stderr, prog); exit(2);
-		}
-	}
-	if (optind < argc)
-		bad_usage(prog, "unexpected argument '%s'", argv[optind]);
-	if (o->quick) {
+	*o = (struct options){ .args = { .reps = RATE_REPS,
+					 .threads = { 1, 2 },
+					 .nthread_counts = 2 },
+			       .n = RATE_N };
+	bench_parse_args(argc, argv, &o->args, own, parse_n, o);
+	if (o->args.quick) {
 		o->n = o->n / QUICK_DIVISOR ? o->n / QUICK_DIVISOR : 1;
-		if (!o->reps_set)
-			o->reps = 1;
+		if (!o->args.reps_set)
+			o->args.reps = 1;
 	}
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-		die("clock_gettime: %s", strerror(errno));
-	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
-/* Returns 0 or -errno (clock_nanosleep returns its error instead of
- * setting errno). */
-static int sleep_ns(uint64_t ns)
-{
-	struct timespec req = { .tv_sec = (time_t)(ns / NS_PER_S),
-				.tv_nsec = (long)(ns % NS_PER_S) };
-	int rc;
-
-	/* A signal cuts the sleep short; finish the remainder in req. */
-	while ((rc = clock_nanosleep(CLOCK_MONOTONIC, 0, &req, &req)) == EINTR)
-		;
-	return -rc;
 }
 
 static uint64_t cpu_ns(void)
@@ -395,46 +266,6 @@ static void take_one(eachobs_iter *it, size_t n, bool check_slot)
 	}
 }
 
-/* Drain the iterator, checking that the indices are a permutation of
- * [0, n) (the identity when ordered) and that each slot holds its index. */
-static void consume(eachobs_iter *it, size_t n, bool ordered,
-		    unsigned char *seen)
-{
-	const void *obs;
-	/* SIZE_MAX until a call sets it: eachobs_next leaves idx untouched
-	 * on errors that are not a getobs failure. */
-	size_t idx = SIZE_MAX, count = 0, stored;
-	int rc;
-
-	while ((rc = eachobs_next(it, &obs, &idx)) == 1) {
-		if (idx >= n)
-			die("index %zu yielded, but n is %zu", idx, n);
-		memcpy(&stored, obs, sizeof(stored));
-		if (stored != idx)
-			die("index %zu yielded, but its slot holds %zu", idx,
-			    stored);
-		if (seen[idx])
-			die("index %zu yielded twice", idx);
-		if (ordered && idx != count)
-			die("ordered: index %zu yielded at position %zu", idx,
-			    count);
-		seen[idx] = 1;
-		count++;
-	}
-	if (rc < 0)
-		die("eachobs_next (index %zu): %s", idx, eachobs_strerror(rc));
-	if (count != n)
-		die("eachobs_next ended after %zu of %zu observations", count,
-		    n);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
 /* With an even count, the lower middle: still a time we measured. */
 static uint64_t median_of(uint64_t *v, unsigned k)
 {
@@ -527,9 +358,9 @@ static size_t rate_n(const struct options *o, unsigned p, eachobs_executor ex,
 	progress("throughput pilot", p, executor_name(ex), 0, 1);
 	per_item = (double)rate_once(pilot, p, ex, ordered, seen) /
 		   (double)pilot;
-	if (per_item * (double)o->n * o->reps <= (double)RATE_BUDGET_NS)
+	if (per_item * (double)o->n * o->args.reps <= (double)RATE_BUDGET_NS)
 		return o->n;
-	fit = (double)RATE_BUDGET_NS / (per_item * o->reps);
+	fit = (double)RATE_BUDGET_NS / (per_item * o->args.reps);
 	for (size_t dec = RATE_PILOT_N; (double)dec <= fit; dec *= 10)
 		for (size_t m = 1; m <= 5; m += m == 1 ? 1 : 3)
 			if ((double)dec * m <= fit && dec * m <= o->n)
@@ -542,26 +373,27 @@ static void rate_config(const struct out *out, const struct options *o,
 			unsigned p, eachobs_executor ex, bool ordered,
 			unsigned char *seen)
 {
-	size_t n = o->quick ? o->n : rate_n(o, p, ex, ordered, seen);
-	uint64_t wall[MAX_REPS];
+	size_t n = o->args.quick ? o->n : rate_n(o, p, ex, ordered, seen);
+	uint64_t wall[BENCH_MAX_REPS];
 	struct row r = { .executor = executor_name(ex),
 			 .ordered = ex == EACHOBS_SERIAL ? "-"
 				    : ordered	  ? "yes"
 						  : "no",
 			 .p = ex == EACHOBS_SERIAL ? 0 : p,
 			 .n = n,
-			 .reps = o->reps };
+			 .reps = o->args.reps };
 	uint64_t med;
 
 	uint64_t csw = ctx_switches();
 	double csw_per_item;
 
-	for (unsigned i = 0; i < o->reps; i++) {
-		progress("throughput", p, r.executor, i, o->reps);
+	for (unsigned i = 0; i < o->args.reps; i++) {
+		progress("throughput", p, r.executor, i, o->args.reps);
 		wall[i] = rate_once(n, p, ex, ordered, seen);
 	}
-	csw_per_item = (double)(ctx_switches() - csw) / ((double)n * o->reps);
-	med = median_of(wall, o->reps);
+	csw_per_item = (double)(ctx_switches() - csw) /
+		       ((double)n * o->args.reps);
+	med = median_of(wall, o->args.reps);
 	if (n < o->n)
 		snprintf(r.note, sizeof(r.note), "n cut from %zu: slow", o->n);
 	r.test = "noop_rate";
@@ -588,14 +420,23 @@ static void part_rate(const struct out *out, const struct options *o)
 	section("1. no-op throughput: getobs stores idx (8-byte slot); wall "
 		"from before eachobs_parallel to after close, consumer checks "
 		"included");
-	for (size_t i = 0; i < o->nthread_counts; i++) {
+	for (size_t i = 0; i < o->args.nthread_counts; i++) {
 		for (int e = EACHOBS_THREADED; e <= EACHOBS_BACKGROUND; e++)
 			for (int ord = 0; ord <= 1; ord++)
-				rate_config(out, o, o->threads[i],
+				rate_config(out, o, o->args.threads[i],
 					    (eachobs_executor)e, ord, seen);
 	}
 	rate_config(out, o, 1, EACHOBS_SERIAL, false, seen);
 	free(seen);
+}
+
+/* The repetitions of a part whose own default is dflt: --reps when given,
+ * else 1 in quick mode. */
+static unsigned part_reps(const struct options *o, unsigned dflt)
+{
+	if (o->args.reps_set)
+		return o->args.reps;
+	return o->args.quick ? 1 : dflt;
 }
 
 /* Part 2: start to first item, then close with the workers busy. */
@@ -603,7 +444,7 @@ static void start_config(const struct out *out, unsigned p,
 			 eachobs_executor ex, size_t n, unsigned reps)
 {
 	struct noop d = { .n = n };
-	uint64_t first[MAX_REPS], close[MAX_REPS];
+	uint64_t first[BENCH_MAX_REPS], close[BENCH_MAX_REPS];
 	struct row r = { .executor = executor_name(ex),
 			 .ordered = ex == EACHOBS_SERIAL ? "-" : "no",
 			 .p = ex == EACHOBS_SERIAL ? 0 : p,
@@ -637,15 +478,15 @@ static void start_config(const struct out *out, unsigned p,
 
 static void part_start(const struct out *out, const struct options *o)
 {
-	unsigned ps[MAX_THREAD_COUNTS + 1];
-	size_t np = 0, n = START_N / (o->quick ? QUICK_DIVISOR : 1);
-	unsigned reps = o->reps_set ? o->reps : o->quick ? 1 : START_REPS;
+	unsigned ps[BENCH_MAX_THREAD_COUNTS + 1];
+	size_t np = 0, n = START_N / (o->args.quick ? QUICK_DIVISOR : 1);
+	unsigned reps = part_reps(o, START_REPS);
 	bool have_extra = false;
 
-	if (o->threads_set) {
-		for (size_t i = 0; i < o->nthread_counts; i++) {
-			ps[np++] = o->threads[i];
-			have_extra |= o->threads[i] == START_EXTRA_P;
+	if (o->args.threads_set) {
+		for (size_t i = 0; i < o->args.nthread_counts; i++) {
+			ps[np++] = o->args.threads[i];
+			have_extra |= o->args.threads[i] == START_EXTRA_P;
 		}
 	} else {
 		ps[np++] = 2;
@@ -663,14 +504,14 @@ static void part_start(const struct out *out, const struct options *o)
 /* Part 3: close while every worker sleeps inside getobs. */
 static void part_close_sleep(const struct out *out, const struct options *o)
 {
-	unsigned reps = o->reps_set ? o->reps : o->quick ? 1 : SLEEP_REPS;
+	unsigned reps = part_reps(o, SLEEP_REPS);
 	struct noop d = { .n = SLEEP_N, .sleep_ns = SLEEP_GETOBS_NS };
 
 	section("3. close latency right after the first item while getobs "
 		"sleeps %" PRIu64 " ms (promise: about one getobs)",
 		SLEEP_GETOBS_NS / NS_PER_MS);
 	for (int e = EACHOBS_THREADED; e <= EACHOBS_BACKGROUND; e++) {
-		uint64_t close[MAX_REPS];
+		uint64_t close[BENCH_MAX_REPS];
 		size_t calls;
 		struct row r = { .test = "close_sleep",
 				 .executor = executor_name((eachobs_executor)e),
@@ -717,7 +558,7 @@ static void part_close_sleep(const struct out *out, const struct options *o)
 /* Part 4: CPU burned while the consumer holds one item and sleeps. */
 static void part_pause(const struct out *out, const struct options *o)
 {
-	uint64_t pause = o->quick ? PAUSE_NS_QUICK : PAUSE_NS;
+	uint64_t pause = o->args.quick ? PAUSE_NS_QUICK : PAUSE_NS;
 	struct noop d = { .n = START_N };
 
 	section("4. process CPU (user+sys) while the consumer sleeps %" PRIu64
@@ -882,30 +723,7 @@ static void print_header(const struct options *o)
 	       "throughput cannot scale past 2 threads\n",
 	       sysconf(_SC_NPROCESSORS_ONLN));
 	printf("# median over reps; best = min for times, max for rates%s\n",
-	       o->quick ? "; quick mode: n / 100, reps 1" : "");
-}
-
-static FILE *open_csv(const char *path)
-{
-	FILE *csv;
-
-	if (path == NULL)
-		return NULL;
-	csv = fopen(path, "w");
-	if (csv == NULL)
-		die("%s: %s", path, strerror(errno));
-	fprintf(csv, "test,executor,ordered,nthreads,n,reps,median,best,unit,"
-		     "note\n");
-	return csv;
-}
-
-/* Buffered write errors (a full disk, a closed pipe) surface only here. */
-static void close_outputs(const struct out *out)
-{
-	if (out->csv && fclose(out->csv) != 0)
-		die("%s: %s", out->csv_path, strerror(errno));
-	if (fflush(stdout) != 0 || ferror(stdout))
-		die("writing stdout failed");
+	       o->args.quick ? "; quick mode: n / 100, reps 1" : "");
 }
 
 int main(int argc, char **argv)
@@ -913,11 +731,15 @@ int main(int argc, char **argv)
 	struct options o;
 	struct out out;
 	struct rss_result rss[NRSS];
-	uint64_t t0 = now_ns();
+	uint64_t t0;
 
+	bench_set_name("overhead", argv[0], usage);
+	t0 = now_ns();
 	parse_args(argc, argv, &o);
-	out = (struct out){ .csv = open_csv(o.csv_path),
-			    .csv_path = o.csv_path };
+	out = (struct out){ .csv = open_csv(o.args.csv_path,
+					    "test,executor,ordered,nthreads,n,"
+					    "reps,median,best,unit,note\n"),
+			    .csv_path = o.args.csv_path };
 	if (isatty(STDERR_FILENO))
 		fputs("measuring RSS in child processes", stderr);
 	measure_rss(rss);
@@ -930,6 +752,6 @@ int main(int argc, char **argv)
 	part_rss(&out, rss);
 	clear_progress();
 	printf("# total runtime %.1f s\n", (double)(now_ns() - t0) / 1e9);
-	close_outputs(&out);
+	close_outputs(out.csv, out.csv_path);
 	return 0;
 }

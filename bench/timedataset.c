@@ -21,24 +21,20 @@
 
 #include <eachobs.h>
 
-#include <errno.h>
+#include "util.h"
+
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#define NS_PER_S 1000000000ull
 #define NS_PER_MS 1000000.0
-#define MAX_THREAD_COUNTS 32
-#define MAX_REPS 1000
 
 /* The seed's four datasets. --quick divides n by QUICK_DIVISOR. */
 struct bench_case {
@@ -61,13 +57,8 @@ static const eachobs_executor executors[] = { EACHOBS_THREADED,
 #define NEXECUTORS (sizeof(executors) / sizeof(executors[0]))
 
 struct options {
-	unsigned reps;
-	bool reps_set;
-	unsigned threads[MAX_THREAD_COUNTS];
-	size_t nthread_counts;
+	struct bench_args args; /* --reps, --threads, --quick, --csv */
 	bool use_case[NCASES];
-	bool quick;
-	const char *csv_path;
 };
 
 /* The dataset's ctx: read-only once the iterator starts, so getobs needs
@@ -101,86 +92,16 @@ static void usage(FILE *f, const char *prog)
 		"                  --reps is given\n"
 		"  --csv FILE      also write the results as CSV to FILE\n"
 		"  --help          print this and exit\n",
-		prog, MAX_REPS, QUICK_DIVISOR);
+		prog, BENCH_MAX_REPS, QUICK_DIVISOR);
 }
 
-/* Leave the progress line (if any) before printing a message, so that the
- * message starts at column 0 on a terminal. */
-static void clear_progress(void)
+/* --cases, the one option of our own: a bench_option_fn. */
+static void parse_cases(int ch, const char *arg, void *ctx)
 {
-	if (isatty(STDERR_FILENO))
-		fputs("\r\033[K", stderr);
-}
-
-static _Noreturn void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	clear_progress();
-	fputs("timedataset: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static _Noreturn void bad_usage(const char *prog, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("timedataset: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	usage(stderr, prog);
-	exit(2);
-}
-
-/* Parse a whole decimal number in [min, max]. strtoul alone would accept
- * "-1" (as ULONG_MAX), "", "8x" and leading blanks. */
-static bool parse_uint(const char *s, unsigned long min, unsigned long max,
-		       unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	if (*s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v < min || v > max)
-		return false;
-	*out = (unsigned)v;
-	return true;
-}
-
-static void parse_threads(const char *prog, const char *arg,
-			  struct options *o)
-{
-	char *list = strdup(arg), *save = NULL, *tok;
-
-	if (list == NULL)
-		die("out of memory");
-	o->nthread_counts = 0;
-	/* strtok_r would silently skip empty items ("2,,8"); strsep does not. */
-	for (save = list; (tok = strsep(&save, ",")) != NULL;) {
-		if (o->nthread_counts == MAX_THREAD_COUNTS)
-			bad_usage(prog, "--threads: at most %d counts",
-				  MAX_THREAD_COUNTS);
-		if (!parse_uint(tok, 1, EACHOBS_MAX_THREADS,
-				&o->threads[o->nthread_counts++]))
-			bad_usage(prog, "--threads: '%s' is not a count in 1..%u",
-				  tok, EACHOBS_MAX_THREADS);
-	}
-	free(list);
-}
-
-static void parse_cases(const char *prog, const char *arg, struct options *o)
-{
+	struct options *o = ctx;
 	char *list = strdup(arg), *save, *tok;
 
+	(void)ch;
 	if (list == NULL)
 		die("out of memory");
 	memset(o->use_case, 0, sizeof(o->use_case));
@@ -191,7 +112,7 @@ static void parse_cases(const char *prog, const char *arg, struct options *o)
 			if (strcmp(tok, all_cases[c].name) == 0)
 				break;
 		if (c == NCASES)
-			bad_usage(prog, "--cases: unknown case '%s'", tok);
+			bad_usage("--cases: unknown case '%s'", tok);
 		o->use_case[c] = true;
 	}
 	free(list);
@@ -199,68 +120,19 @@ static void parse_cases(const char *prog, const char *arg, struct options *o)
 
 static void parse_args(int argc, char **argv, struct options *o)
 {
-	static const struct option longopts[] = {
-		{ "reps", required_argument, NULL, 'r' },
-		{ "threads", required_argument, NULL, 't' },
+	static const struct option own[] = {
 		{ "cases", required_argument, NULL, 'c' },
-		{ "quick", no_argument, NULL, 'q' },
-		{ "csv", required_argument, NULL, 'o' },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *prog = argv[0];
-	int ch;
 
-	*o = (struct options){ .reps = 3, .threads = { 2, 8, 16 },
-			       .nthread_counts = 3 };
+	*o = (struct options){ .args = { .reps = 3,
+					 .threads = { 2, 8, 16 },
+					 .nthread_counts = 3 } };
 	for (size_t c = 0; c < NCASES; c++)
 		o->use_case[c] = true;
-	/* A leading '+' stops at the first non-option, so stray arguments are
-	 * reported below instead of being permuted away. */
-	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'r':
-			if (!parse_uint(optarg, 1, MAX_REPS, &o->reps))
-				bad_usage(prog, "--reps: '%s' is not in 1..%d",
-					  optarg, MAX_REPS);
-			o->reps_set = true;
-			break;
-		case 't': parse_threads(prog, optarg, o); break;
-		case 'c': parse_cases(prog, optarg, o); break;
-		case 'q': o->quick = true; break;
-		case 'o': o->csv_path = optarg; break;
-		case 'h': usage(stdout, prog); exit(0);
-		default: usage(stderr, prog); exit(2);
-		}
-	}
-	if (optind < argc)
-		bad_usage(prog, "unexpected argument '%s'", argv[optind]);
-	if (o->quick && !o->reps_set)
-		o->reps = 1;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-		die("clock_gettime: %s", strerror(errno));
-	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
-/* The one sleep used both by getobs and by the calibration, so that
- * t_sleep measures exactly what the workers do. Returns 0 or -errno
- * (clock_nanosleep returns its error instead of setting errno). */
-static int sleep_ns(uint64_t ns)
-{
-	struct timespec req = { .tv_sec = (time_t)(ns / NS_PER_S),
-				.tv_nsec = (long)(ns % NS_PER_S) };
-	int rc;
-
-	/* A signal cuts the sleep short; finish the remainder in req. */
-	while ((rc = clock_nanosleep(CLOCK_MONOTONIC, 0, &req, &req)) == EINTR)
-		;
-	return -rc;
+	bench_parse_args(argc, argv, &o->args, own, parse_cases, o);
+	if (o->args.quick && !o->args.reps_set)
+		o->args.reps = 1;
 }
 
 static size_t timedata_numobs(void *ctx)
@@ -279,7 +151,9 @@ static int timedata_getobs(void *ctx, size_t idx, void *obs)
 	return 0;
 }
 
-/* Mean duration of one sleep of t_ns on one thread. Enough sleeps to
+/* Mean duration of one sleep of t_ns on one thread, through the same
+ * sleep_ns that getobs uses, so that t_sleep measures exactly what the
+ * workers do. Enough sleeps to
  * spend about a quarter second (a tenth in quick mode), at least 3 so
  * that one late wake-up does not decide the result. */
 static double calibrate_sleep(uint64_t t_ns, bool quick)
@@ -298,41 +172,6 @@ static double calibrate_sleep(uint64_t t_ns, bool quick)
 		if ((rc = sleep_ns(t_ns)) < 0)
 			die("clock_nanosleep: %s", strerror(-rc));
 	return (double)(now_ns() - start) / (double)k;
-}
-
-/* Drain the iterator, checking that the indices are a permutation of
- * [0, n) (the identity when ordered) and that each slot holds its index. */
-static void consume(eachobs_iter *it, size_t n, bool ordered,
-		    unsigned char *seen)
-{
-	const void *obs;
-	/* SIZE_MAX until a call sets it: eachobs_next leaves idx untouched
-	 * on errors that are not a getobs failure. */
-	size_t idx = SIZE_MAX, count = 0, stored;
-	int rc;
-
-	while ((rc = eachobs_next(it, &obs, &idx)) == 1) {
-		if (idx >= n)
-			die("index %zu yielded, but n is %zu", idx, n);
-		if (obs == NULL)
-			die("index %zu yielded with a NULL slot", idx);
-		memcpy(&stored, obs, sizeof(stored));
-		if (stored != idx)
-			die("index %zu yielded, but its slot holds %zu", idx,
-			    stored);
-		if (seen[idx])
-			die("index %zu yielded twice", idx);
-		if (ordered && idx != count)
-			die("ordered: index %zu yielded at position %zu", idx,
-			    count);
-		seen[idx] = 1;
-		count++;
-	}
-	if (rc < 0)
-		die("eachobs_next (index %zu): %s", idx, eachobs_strerror(rc));
-	if (count != n)
-		die("eachobs_next ended after %zu of %zu observations", count,
-		    n);
 }
 
 /* One timed iteration: from before eachobs_parallel to after close. */
@@ -394,13 +233,6 @@ static uint64_t run_bare(const struct timedata *d, unsigned nthreads)
 	return now_ns() - start;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
 /* -1 stands for the bare-threads reference. */
 static const char *executor_name(int ex)
 {
@@ -429,7 +261,7 @@ static void progress(const struct case_run *cr, unsigned p, int ex,
 	fprintf(stderr, "\r\033[K[%zu/%zu] n=%zu t=%s P=%u %s %s rep %u/%u",
 		*cr->done + 1, cr->total, cr->data.n, cr->c->name, p,
 		executor_name(ex), ordered ? "ordered" : "unordered", rep + 1,
-		cr->o->reps);
+		cr->o->args.reps);
 }
 
 /* The ideal wall time, in ns, of n sleeps spread perfectly over P
@@ -444,8 +276,8 @@ static void print_header(const struct options *o, const double *t_sleep)
 	printf("# eachobs TimeDataset benchmark (MLUtils.jl PR #33): getobs "
 	       "sleeps t, returns idx\n");
 	printf("# online CPUs %ld, reps %u (median wall time)%s\n",
-	       sysconf(_SC_NPROCESSORS_ONLN), o->reps,
-	       o->quick ? ", quick mode: n / 10" : "");
+	       sysconf(_SC_NPROCESSORS_ONLN), o->args.reps,
+	       o->args.quick ? ", quick mode: n / 10" : "");
 	printf("# t_sleep (mean of one sleep, one thread):");
 	for (size_t c = 0; c < NCASES; c++) {
 		if (!o->use_case[c])
@@ -472,10 +304,10 @@ static void print_estimate(const struct options *o, const double *t_sleep,
 	for (size_t c = 0; c < NCASES; c++) {
 		if (!o->use_case[c])
 			continue;
-		for (size_t i = 0; i < o->nthread_counts; i++)
-			s += ideal_ns(n[c], o->threads[i], t_sleep[c]);
+		for (size_t i = 0; i < o->args.nthread_counts; i++)
+			s += ideal_ns(n[c], o->args.threads[i], t_sleep[c]);
 	}
-	s *= (double)((NEXECUTORS * 2 + 1) * o->reps) / 1e9;
+	s *= (double)((NEXECUTORS * 2 + 1) * o->args.reps) / 1e9;
 	printf("# estimated runtime: about %.0f s (sum of ideal times)\n", s);
 }
 
@@ -509,8 +341,8 @@ static void csv_row(FILE *csv, const struct bench_case *c, size_t n,
 static struct result run_config(struct case_run *cr, unsigned p, int ex,
 				bool ordered, double bare_ms)
 {
-	uint64_t wall[MAX_REPS];
-	unsigned reps = cr->o->reps;
+	uint64_t wall[BENCH_MAX_REPS];
+	unsigned reps = cr->o->args.reps;
 	struct result r;
 
 	for (unsigned i = 0; i < reps; i++) {
@@ -539,15 +371,15 @@ static void report(struct case_run *cr, FILE *csv, unsigned p, int ex,
 	fflush(stdout);
 	if (csv)
 		csv_row(csv, cr->c, cr->data.n, cr->t_sleep, p, ex, ordered,
-			cr->o->reps, r);
+			cr->o->args.reps, r);
 }
 
 static void run_case(struct case_run *cr, FILE *csv)
 {
 	const struct options *o = cr->o;
 
-	for (size_t i = 0; i < o->nthread_counts; i++) {
-		unsigned p = o->threads[i];
+	for (size_t i = 0; i < o->args.nthread_counts; i++) {
+		unsigned p = o->args.threads[i];
 		struct result bare = run_config(cr, p, -1, false, 0);
 
 		report(cr, csv, p, -1, false, &bare);
@@ -563,52 +395,33 @@ static void run_case(struct case_run *cr, FILE *csv)
 	}
 }
 
-static FILE *open_csv(const char *path)
-{
-	FILE *csv;
-
-	if (path == NULL)
-		return NULL;
-	csv = fopen(path, "w");
-	if (csv == NULL)
-		die("%s: %s", path, strerror(errno));
-	fprintf(csv, "n,t_ns,t_sleep_ns,nthreads,executor,ordered,reps,"
-		     "wall_median_ms,wall_min_ms,wall_max_ms,ideal_ms,"
-		     "efficiency,vs_bare\n");
-	return csv;
-}
-
-/* Buffered write errors (a full disk, a closed pipe) surface only here. */
-static void close_outputs(FILE *csv, const char *csv_path)
-{
-	if (csv && fclose(csv) != 0)
-		die("%s: %s", csv_path, strerror(errno));
-	if (fflush(stdout) != 0 || ferror(stdout))
-		die("writing stdout failed");
-}
-
 int main(int argc, char **argv)
 {
 	struct options o;
 	double t_sleep[NCASES] = { 0 };
 	size_t n[NCASES], nmax = 0, done = 0, total = 0;
-	uint64_t start = now_ns();
+	uint64_t start;
 	unsigned char *seen;
 	FILE *csv;
 
+	bench_set_name("timedataset", argv[0], usage);
+	start = now_ns();
 	parse_args(argc, argv, &o);
 	/* Before the calibration, so that a bad path fails at once. */
-	csv = open_csv(o.csv_path);
+	csv = open_csv(o.args.csv_path,
+		       "n,t_ns,t_sleep_ns,nthreads,executor,ordered,reps,"
+		       "wall_median_ms,wall_min_ms,wall_max_ms,ideal_ms,"
+		       "efficiency,vs_bare\n");
 	for (size_t c = 0; c < NCASES; c++) {
-		n[c] = all_cases[c].n / (o.quick ? QUICK_DIVISOR : 1);
+		n[c] = all_cases[c].n / (o.args.quick ? QUICK_DIVISOR : 1);
 		if (!o.use_case[c])
 			continue;
 		nmax = n[c] > nmax ? n[c] : nmax;
-		total += o.nthread_counts * (NEXECUTORS * 2 + 1);
+		total += o.args.nthread_counts * (NEXECUTORS * 2 + 1);
 		if (isatty(STDERR_FILENO))
 			fprintf(stderr, "\r\033[Kmeasuring t_sleep for %s",
 				all_cases[c].name);
-		t_sleep[c] = calibrate_sleep(all_cases[c].t_ns, o.quick);
+		t_sleep[c] = calibrate_sleep(all_cases[c].t_ns, o.args.quick);
 	}
 	clear_progress();
 	seen = malloc(nmax ? nmax : 1);
@@ -628,7 +441,7 @@ int main(int argc, char **argv)
 			run_case(&cr, csv);
 	}
 	printf("# total runtime %.1f s\n", (double)(now_ns() - start) / 1e9);
-	close_outputs(csv, o.csv_path);
+	close_outputs(csv, o.args.csv_path);
 	free(seen);
 	return 0;
 }
