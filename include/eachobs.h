@@ -280,6 +280,25 @@ EACHOBS_API int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx);
 EACHOBS_API void eachobs_close(eachobs_iter *it);
 
 /**
+ * Whether the iterator whose getobs() is running on the calling thread is
+ * being closed.
+ *
+ * A getobs() that can take long (a slow disk, a network fetch, seconds of
+ * decoding) may poll this and return early, with any code: once close has
+ * begun, its result is discarded. eachobs_close() waits for running getobs
+ * calls, so polling is what lets it return promptly instead of after the
+ * slowest one.
+ *
+ * @return true inside a getobs() whose iterator is closing; false inside
+ *   any other getobs() and outside getobs(). Inside a getobs() that itself
+ *   iterates another eachobs iterator, it answers for the innermost one
+ *   whose getobs() is running on this thread.
+ *
+ * Thread: any; never blocks (a thread-local load and an atomic load).
+ */
+EACHOBS_API bool eachobs_cancelled(void);
+
+/**
  * A readable message for a code returned by this library or passed through
  * from getobs().
  *

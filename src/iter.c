@@ -195,9 +195,23 @@ int eachobs_parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	return 0;
 }
 
+/* The iterator whose getobs runs on this thread, for eachobs_cancelled.
+ * Saved and restored around each call, since a getobs may itself iterate
+ * another iterator. */
+static _Thread_local const eachobs_iter *loading;
+
+bool eachobs_cancelled(void)
+{
+	return loading && eachobs__closing(loading);
+}
+
 void eachobs__load(eachobs_iter *it, struct eachobs__slot *slot, size_t idx)
 {
+	const eachobs_iter *outer = loading;
+
+	loading = it;
 	int rc = it->data.getobs(it->data.ctx, idx, slot->data);
+	loading = outer;
 
 	if (rc > 0)
 		rc = -ERANGE;
