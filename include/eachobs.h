@@ -128,6 +128,22 @@ typedef enum eachobs_executor {
 	EACHOBS_SERIAL,
 } eachobs_executor;
 
+/** What a failing getobs() does to the iteration. */
+typedef enum eachobs_on_error {
+	/**
+	 * Stop: eachobs_next() returns the failure's code (in ordered mode
+	 * after every lower index) and keeps returning it. The default.
+	 */
+	EACHOBS_ON_ERROR_STOP = 0,
+	/**
+	 * Skip: the observation is left out and the iteration goes on (one
+	 * corrupt sample does not end a multi-day run). Ordered output stays
+	 * ordered. eachobs_failures() counts the skipped observations and
+	 * keeps the first EACHOBS_FAILURES_KEPT with their codes.
+	 */
+	EACHOBS_ON_ERROR_SKIP,
+} eachobs_on_error;
+
 /**
  * Options. All-zero (or a NULL pointer) means every default; use designated
  * initializers: `eachobs_options o = { .nthreads = 8, .ordered = true };`
@@ -190,6 +206,8 @@ typedef struct eachobs_options {
 	 * stack; below PTHREAD_STACK_MIN is -EINVAL.
 	 */
 	size_t stack_size;
+	/** What a failing getobs() does; EACHOBS_ON_ERROR_STOP by default. */
+	eachobs_on_error on_error;
 } eachobs_options;
 
 /** Upper bound on eachobs_options.nthreads. */
@@ -202,6 +220,15 @@ typedef struct eachobs_options {
 #define EACHOBS_DEFAULT_BUFFER_MIN 16u
 /** ... and this many per worker thread. */
 #define EACHOBS_DEFAULT_BUFFER_PER_THREAD 4u
+
+/** Failures eachobs_failures() keeps (the first ones, in yield order). */
+#define EACHOBS_FAILURES_KEPT 16u
+
+/** A getobs() failure that was skipped. */
+typedef struct eachobs_failure {
+	size_t idx; /**< the observation's index */
+	int code;   /**< what its getobs() returned (-ERANGE if positive) */
+} eachobs_failure;
 
 /** Default worker stack size (see eachobs_options.stack_size). */
 #define EACHOBS_DEFAULT_STACK_SIZE ((size_t)2 << 20)
@@ -221,7 +248,8 @@ typedef struct eachobs_iter eachobs_iter;
  * @param opts  options, or NULL for every default.
  * @return 0 on success;
  *   -EINVAL when it, data, data->numobs or data->getobs is NULL, the
- *           executor is out of range, nthreads exceeds EACHOBS_MAX_THREADS,
+ *           executor or on_error is out of range, nthreads exceeds
+ *           EACHOBS_MAX_THREADS,
  *           stack_size is non-zero and below PTHREAD_STACK_MIN,
  *           or the slot count or slot memory would overflow
  *           (buffersize + nthreads + 1 > EACHOBS_MAX_SLOTS);
@@ -254,7 +282,9 @@ EACHOBS_API int eachobs_parallel(eachobs_iter **it, const eachobs_dataset *data,
  *   0 once every observation has been yielded, and on every later call;
  *   c < 0, the code a getobs() returned, after that getobs failed (in
  *     ordered mode, only after every lower index was yielded); every later
- *     call returns c again, with *idx set to the same index;
+ *     call returns c again, with *idx set to the same index (under
+ *     EACHOBS_ON_ERROR_SKIP failures are skipped instead: see
+ *     eachobs_failures());
  *   -ERANGE when a getobs() returned a positive value (a contract breach);
  *   -EINVAL when it is NULL.
  *
@@ -278,6 +308,27 @@ EACHOBS_API int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx);
  * Thread: the iterator's consumer. Blocks until running getobs() calls end.
  */
 EACHOBS_API void eachobs_close(eachobs_iter *it);
+
+/**
+ * The failures skipped so far (eachobs_options.on_error =
+ * EACHOBS_ON_ERROR_SKIP).
+ *
+ * A failure counts once the iteration has passed it: unordered, when
+ * eachobs_next() took it instead of an observation; ordered, when every
+ * lower index was yielded.
+ *
+ * @param it   the iterator; NULL gives 0.
+ * @param out  receives the first min(max, EACHOBS_FAILURES_KEPT) failures,
+ *             in the order the iteration passed them; may be NULL if max
+ *             is 0.
+ * @param max  room in out.
+ * @return how many observations were skipped in all (0 under
+ *   EACHOBS_ON_ERROR_STOP, where the failure is eachobs_next()'s return).
+ *
+ * Thread: the iterator's consumer (like eachobs_next). Never blocks.
+ */
+EACHOBS_API size_t eachobs_failures(const eachobs_iter *it,
+				    eachobs_failure *out, size_t max);
 
 /**
  * Whether the iterator whose getobs() is running on the calling thread is

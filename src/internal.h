@@ -177,6 +177,7 @@ struct eachobs_iter {
 	size_t n;
 	eachobs_executor executor;
 	bool ordered;
+	bool skip_errors;  /* on_error = SKIP */
 	size_t basesize;   /* observations per task (unordered) */
 	size_t buffersize;
 	size_t nslots;     /* buffersize + workers + 1; 1 for SERIAL */
@@ -197,6 +198,8 @@ struct eachobs_iter {
 	size_t yielded;    /* unordered: observations handed out */
 	int err;           /* sticky: the error returned from now on */
 	size_t err_idx;
+	size_t nfailures;  /* skipped (on_error = SKIP) */
+	eachobs_failure failures[EACHOBS_FAILURES_KEPT];
 };
 
 /* iter.c: run getobs for idx into slot; record a failure. */

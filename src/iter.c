@@ -47,7 +47,8 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 	*it = NULL;
 	if (!data || !data->numobs || !data->getobs)
 		return -EINVAL;
-	if ((unsigned)o->executor > (unsigned)EACHOBS_SERIAL)
+	if ((unsigned)o->executor > (unsigned)EACHOBS_SERIAL ||
+	    (unsigned)o->on_error > (unsigned)EACHOBS_ON_ERROR_SKIP)
 		return -EINVAL;
 	if (o->nthreads > EACHOBS_MAX_THREADS)
 		return -EINVAL;
@@ -181,6 +182,7 @@ int eachobs_parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	it->data = *data;
 	it->executor = o->executor;
 	it->ordered = o->ordered && o->executor != EACHOBS_SERIAL;
+	it->skip_errors = o->on_error == EACHOBS_ON_ERROR_SKIP;
 	eachobs__event_init(&it->pool.ev_go);
 	eachobs__event_init(&it->ring.ev_ready);
 	eachobs__event_init(&it->ring.ev_room);
@@ -217,7 +219,7 @@ void eachobs__load(eachobs_iter *it, struct eachobs__slot *slot, size_t idx)
 		rc = -ERANGE;
 	slot->idx = idx;
 	slot->status = rc;
-	if (rc == 0)
+	if (rc == 0 || it->skip_errors)
 		return;
 	if (it->ordered)
 		eachobs__order_fail(it, idx);
@@ -225,19 +227,52 @@ void eachobs__load(eachobs_iter *it, struct eachobs__slot *slot, size_t idx)
 		atomic_store_explicit(&it->stop, true, memory_order_relaxed);
 }
 
-/* Hand slot to the caller, or turn its failure into the sticky error. */
+/* What yield returns for a failure it skipped: the caller looks again. */
+enum { SKIPPED = 2 };
+
+static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
+{
+	if (it->executor == EACHOBS_SERIAL)
+		return;
+	if (it->ordered)
+		eachobs__order_release(it, slot);
+	else
+		eachobs__ring_put_free(it, slot);
+}
+
+static int fail(eachobs_iter *it, struct eachobs__slot *slot)
+{
+	if (it->skip_errors) {
+		if (it->nfailures < EACHOBS_FAILURES_KEPT)
+			it->failures[it->nfailures] = (eachobs_failure){
+				slot->idx, slot->status
+			};
+		it->nfailures++;
+		give_back(it, slot);
+		return SKIPPED;
+	}
+	it->err = slot->status;
+	it->err_idx = slot->idx;
+	/* Ordered: nothing past this index is loaded any more, so the slot
+	 * need not be given back. */
+	if (!it->ordered)
+		give_back(it, slot);
+	return it->err;
+}
+
+/* Hand slot to the caller; a failure becomes the sticky error, or is
+ * skipped. */
 static int yield(eachobs_iter *it, struct eachobs__slot *slot,
 		 const void **obs, size_t *idx)
 {
+	if (slot->status < 0) {
+		int rc = fail(it, slot);
+		if (idx && rc != SKIPPED)
+			*idx = slot->idx;
+		return rc;
+	}
 	if (idx)
 		*idx = slot->idx;
-	if (slot->status < 0) {
-		it->err = slot->status;
-		it->err_idx = slot->idx;
-		if (!it->ordered && it->executor != EACHOBS_SERIAL)
-			eachobs__ring_put_free(it, slot);
-		return it->err;
-	}
 	it->held = slot;
 	if (obs)
 		*obs = slot->data;
@@ -246,22 +281,29 @@ static int yield(eachobs_iter *it, struct eachobs__slot *slot,
 
 static int next_serial(eachobs_iter *it, const void **obs, size_t *idx)
 {
-	if (it->yielded == it->n)
-		return 0;
-	eachobs__load(it, &it->slots[0], it->yielded++);
-	return yield(it, &it->slots[0], obs, idx);
+	int rc = SKIPPED;
+
+	while (rc == SKIPPED && it->yielded < it->n) {
+		eachobs__load(it, &it->slots[0], it->yielded++);
+		rc = yield(it, &it->slots[0], obs, idx);
+	}
+	return rc == SKIPPED ? 0 : rc;
 }
 
 static int next_ordered(eachobs_iter *it, const void **obs, size_t *idx)
 {
 	struct eachobs__slot *slot;
+	int rc = SKIPPED;
 
 	if (it->held)
 		eachobs__order_release(it, it->held);
 	it->held = NULL;
-	if (eachobs__order_next(it, &slot) == 0)
-		return 0;
-	return yield(it, slot, obs, idx);
+	while (rc == SKIPPED) {
+		if (eachobs__order_next(it, &slot) == 0)
+			return 0;
+		rc = yield(it, slot, obs, idx);
+	}
+	return rc;
 }
 
 /* THREADED consumer with nothing ready: load one pending index itself. */
@@ -296,7 +338,10 @@ static int next_unordered(eachobs_iter *it, const void **obs, size_t *idx)
 			slot = help_unordered(it);
 		if (slot) {
 			it->yielded++;
-			return yield(it, slot, obs, idx);
+			int rc = yield(it, slot, obs, idx);
+			if (rc != SKIPPED)
+				return rc;
+			continue;
 		}
 		eachobs__ring_wait_ready(it);
 	}
@@ -318,6 +363,19 @@ int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx)
 	if (it->ordered)
 		return next_ordered(it, obs, idx);
 	return next_unordered(it, obs, idx);
+}
+
+size_t eachobs_failures(const eachobs_iter *it, eachobs_failure *out,
+			size_t max)
+{
+	if (!it)
+		return 0;
+	size_t kept = it->nfailures < EACHOBS_FAILURES_KEPT
+			      ? it->nfailures
+			      : EACHOBS_FAILURES_KEPT;
+	for (size_t i = 0; i < kept && i < max; i++)
+		out[i] = it->failures[i];
+	return it->nfailures;
 }
 
 void eachobs_close(eachobs_iter *it)
