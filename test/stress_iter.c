@@ -59,10 +59,11 @@ static void print_cfg(FILE *f, const struct cfg *c)
 	fprintf(f,
 		"seed=%llu n=%zu obs_size=%zu nthreads=%u buffersize=%zu "
 		"basesize=%zu oversub=%u executor=%d ordered=%d sleep_us=%d "
-		"close_after=%zu fail_at=%zu\n",
+		"close_after=%zu fail_at=%zu on_error=%d\n",
 		c->seed, c->n, c->obs_size, c->o.nthreads, c->o.buffersize,
 		c->o.basesize, c->o.oversubscription, (int)c->o.executor,
-		(int)c->o.ordered, c->sleep_us, c->close_after, c->fail_at);
+		(int)c->o.ordered, c->sleep_us, c->close_after, c->fail_at,
+		(int)c->o.on_error);
 }
 
 #define CHECK(cond, c, ...)                                                \
@@ -106,7 +107,10 @@ static int getobs(void *ctx, size_t idx, void *obs)
 	}
 	for (size_t b = 0; b < d->c.obs_size; b++)
 		p[b] = pattern(idx, b);
-	return idx == d->c.fail_at ? -EIO : 0;
+	if (idx != d->c.fail_at)
+		return 0;
+	note_live(d, -1); /* the consumer never sees it to move past it */
+	return -EIO;
 }
 
 static struct cfg random_cfg(unsigned long long *s)
@@ -128,6 +132,8 @@ static struct cfg random_cfg(unsigned long long *s)
 	c.sleep_us = next_rand(s) % 4 == 0 ? 50 : 0;
 	c.close_after = next_rand(s) % 4 == 0 ? next_rand(s) % (c.n + 1) : SIZE_MAX;
 	c.fail_at = next_rand(s) % 6 == 0 && c.n ? next_rand(s) % c.n : SIZE_MAX;
+	c.o.on_error = next_rand(s) % 2 ? EACHOBS_ON_ERROR_SKIP
+					: EACHOBS_ON_ERROR_STOP;
 	return c;
 }
 
@@ -182,6 +188,9 @@ static void run_one(int who, const struct cfg *c)
 			break;
 		CHECK(idx < c->n && !seen[idx], c, "index %zu twice or out of range", idx);
 		seen[idx] = 1;
+		CHECK(idx != c->fail_at, c, "failed index %zu yielded", idx);
+		if (expect == c->fail_at)
+			expect++; /* skipped (under STOP we never get here) */
 		if (c->o.ordered || c->o.executor == EACHOBS_SERIAL)
 			CHECK(idx == expect, c, "index %zu, expected %zu", idx, expect);
 		expect++;
@@ -193,10 +202,16 @@ static void run_one(int who, const struct cfg *c)
 	}
 	if (rc == 1 && prev)
 		note_live(&d, -1);
-	if (count < c->close_after && c->fail_at == SIZE_MAX) {
-		CHECK(rc == 0 && count == c->n, c, "ended with %d after %zu", rc, count);
+	bool skip = c->o.on_error == EACHOBS_ON_ERROR_SKIP;
+	if (count < c->close_after && (c->fail_at == SIZE_MAX || skip)) {
+		size_t want = c->n - (c->fail_at != SIZE_MAX);
+		CHECK(rc == 0 && count == want, c, "ended with %d after %zu", rc,
+		      count);
 		CHECK(eachobs_next(it, &obs, &idx) == 0, c, "0 is not sticky");
+		CHECK(eachobs_failures(it, NULL, 0) == c->n - want, c,
+		      "%zu failures counted", eachobs_failures(it, NULL, 0));
 	}
+	CHECK(!skip || rc >= 0, c, "skip mode returned %d", rc);
 	if (rc < 0 && c->fail_at != SIZE_MAX) {
 		CHECK(rc == -EIO && idx == c->fail_at, c, "error %d at %zu", rc, idx);
 		if (c->o.ordered || c->o.executor == EACHOBS_SERIAL)
