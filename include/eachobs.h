@@ -310,6 +310,59 @@ EACHOBS_API int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx);
 EACHOBS_API void eachobs_close(eachobs_iter *it);
 
 /**
+ * What an iterator has done so far, to tell where time goes: is the
+ * loader the bottleneck, or the training loop?
+ *
+ * Reading it: consumer_wait_ns against the consumer's own time between
+ * eachobs_next calls says how much the training loop waited for data
+ * ("the consumer waited 3% of the time: the loader keeps up"; 40%: add
+ * threads or make getobs cheaper). worker_idle_ns against nworkers times
+ * the elapsed time says how much loading capacity sat unused, mostly
+ * because the buffer was full (the consumer is the bottleneck: fewer
+ * threads would do) or, at the end, for want of work. max_waiting near
+ * buffersize also means the consumer is the bottleneck.
+ *
+ * Costs: two clock reads per getobs, and one per wait that sleeps.
+ */
+typedef struct eachobs_stats {
+	unsigned long long yielded;  /**< observations eachobs_next returned */
+	unsigned long long skipped;  /**< failures skipped (on_error = SKIP) */
+	unsigned long long loaded;   /**< getobs calls that returned, any thread */
+	/** Of those, on the consumer's thread (THREADED helping, SERIAL). */
+	unsigned long long loaded_by_consumer;
+	/** Time eachobs_next spent waiting for an observation (spinning or
+	 *  asleep). */
+	unsigned long long consumer_wait_ns;
+	/** Time eachobs_next spent inside getobs (THREADED helping, SERIAL). */
+	unsigned long long consumer_getobs_ns;
+	/** Summed over workers: time inside getobs. */
+	unsigned long long worker_getobs_ns;
+	/** Summed over workers: time waiting for room in the buffer, for a
+	 *  slot, for the start, or looking for work to steal. */
+	unsigned long long worker_idle_ns;
+	/** Successful steals by idle workers (unordered). */
+	unsigned long long steals;
+	/** The most loaded observations seen waiting for the consumer when it
+	 *  took one (unordered: in the buffer; ordered: loaded or being
+	 *  loaded ahead of it in the reorder window, at most
+	 *  buffersize + nthreads). */
+	size_t max_waiting;
+	unsigned nworkers; /**< worker threads started */
+} eachobs_stats;
+
+/**
+ * Fill *st with what the iterator has done so far.
+ *
+ * Worker figures are read while the workers run: each is exact for what
+ * has finished and may miss the getobs calls in progress.
+ *
+ * @return 0, or -EINVAL when it or st is NULL.
+ *
+ * Thread: the iterator's consumer (like eachobs_next). Never blocks.
+ */
+EACHOBS_API int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st);
+
+/**
  * The failures skipped so far (eachobs_options.on_error =
  * EACHOBS_ON_ERROR_SKIP).
  *

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static void futex_wait(_Atomic uint32_t *word, uint32_t expected)
@@ -28,6 +29,29 @@ static void futex_wake(_Atomic uint32_t *word, int n)
 {
 	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL,
 		0);
+}
+
+_Thread_local struct eachobs__stats *eachobs__tls_stats;
+
+uint64_t eachobs__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void eachobs__event_wait_timed(struct eachobs__event *ev, eachobs__cond_fn cond,
+			       const void *arg, unsigned spins)
+{
+	struct eachobs__stats *st = eachobs__tls_stats;
+
+	if (cond(arg))
+		return;
+	uint64_t t0 = st ? eachobs__now_ns() : 0;
+	eachobs__event_wait(ev, cond, arg, spins);
+	if (st)
+		eachobs__stat_add(&st->idle_ns, eachobs__now_ns() - t0);
 }
 
 void eachobs__event_init(struct eachobs__event *ev)

@@ -77,6 +77,36 @@ static inline void eachobs__cpu_relax(void)
 #endif
 }
 
+/* ---- stats ---------------------------------------------------------- */
+
+/*
+ * What one thread did, for eachobs_get_stats. Each is written only by the
+ * thread it describes (a worker, or the consumer) and read by the consumer,
+ * so updates are plain load-then-store on relaxed atomics, no RMW.
+ */
+struct eachobs__stats {
+	_Atomic uint64_t loaded;    /* getobs calls that returned */
+	_Atomic uint64_t getobs_ns; /* time inside getobs */
+	_Atomic uint64_t idle_ns;   /* time waiting (see eachobs_stats) */
+	_Atomic uint64_t steals;
+} EACHOBS__ALIGNED;
+
+/* The stats of the thread running now: its worker's, or inside
+ * eachobs_next its iterator's consumer stats; NULL elsewhere. */
+extern _Thread_local struct eachobs__stats *eachobs__tls_stats;
+
+uint64_t eachobs__now_ns(void);
+static inline void eachobs__stat_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(
+		c, atomic_load_explicit(c, memory_order_relaxed) + v,
+		memory_order_relaxed);
+}
+/* eachobs__event_wait, adding the time to this thread's idle_ns when the
+ * condition did not hold at once (so the fast path reads no clock). */
+void eachobs__event_wait_timed(struct eachobs__event *ev, eachobs__cond_fn cond,
+			       const void *arg, unsigned spins);
+
 /* ---- alloc.c -------------------------------------------------------- */
 
 void *eachobs__calloc(size_t nmemb, size_t size);
@@ -151,6 +181,7 @@ struct eachobs__deque {
 } EACHOBS__ALIGNED;
 
 struct eachobs__worker {
+	struct eachobs__stats stats; /* first: it is cache-line aligned */
 	eachobs_iter *it;
 	unsigned self;
 	pthread_t thread;
@@ -199,6 +230,9 @@ struct eachobs_iter {
 	int err;           /* sticky: the error returned from now on */
 	size_t err_idx;
 	size_t nfailures;  /* skipped (on_error = SKIP) */
+	struct eachobs__stats cstats; /* the consumer's own */
+	size_t nyielded;   /* eachobs_next calls that returned 1 */
+	size_t max_waiting;
 	eachobs_failure failures[EACHOBS_FAILURES_KEPT];
 };
 

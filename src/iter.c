@@ -211,9 +211,16 @@ void eachobs__load(eachobs_iter *it, struct eachobs__slot *slot, size_t idx)
 {
 	const eachobs_iter *outer = loading;
 
+	struct eachobs__stats *st = eachobs__tls_stats;
+	uint64_t t0 = eachobs__now_ns();
+
 	loading = it;
 	int rc = it->data.getobs(it->data.ctx, idx, slot->data);
 	loading = outer;
+	if (st) {
+		eachobs__stat_add(&st->getobs_ns, eachobs__now_ns() - t0);
+		eachobs__stat_add(&st->loaded, 1);
+	}
 
 	if (rc > 0)
 		rc = -ERANGE;
@@ -347,12 +354,8 @@ static int next_unordered(eachobs_iter *it, const void **obs, size_t *idx)
 	}
 }
 
-int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx)
+static int next(eachobs_iter *it, const void **obs, size_t *idx)
 {
-	if (obs)
-		*obs = NULL;
-	if (!it)
-		return -EINVAL;
 	if (it->err) {
 		if (idx)
 			*idx = it->err_idx;
@@ -363,6 +366,49 @@ int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx)
 	if (it->ordered)
 		return next_ordered(it, obs, idx);
 	return next_unordered(it, obs, idx);
+}
+
+int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx)
+{
+	if (obs)
+		*obs = NULL;
+	if (!it)
+		return -EINVAL;
+	/* Restored on return: a getobs may itself run an iterator. */
+	struct eachobs__stats *outer = eachobs__tls_stats;
+	eachobs__tls_stats = &it->cstats;
+	int rc = next(it, obs, idx);
+	eachobs__tls_stats = outer;
+	it->nyielded += rc == 1;
+	return rc;
+}
+
+static uint64_t stat(const _Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st)
+{
+	if (!it || !st)
+		return -EINVAL;
+	memset(st, 0, sizeof(*st));
+	st->yielded = it->nyielded;
+	st->skipped = it->nfailures;
+	st->loaded_by_consumer = stat(&it->cstats.loaded);
+	st->consumer_wait_ns = stat(&it->cstats.idle_ns);
+	st->consumer_getobs_ns = stat(&it->cstats.getobs_ns);
+	st->loaded = st->loaded_by_consumer;
+	for (unsigned j = 0; j < it->pool.nstarted; j++) {
+		const struct eachobs__stats *w = &it->pool.workers[j].stats;
+		st->loaded += stat(&w->loaded);
+		st->worker_getobs_ns += stat(&w->getobs_ns);
+		st->worker_idle_ns += stat(&w->idle_ns);
+		st->steals += stat(&w->steals);
+	}
+	st->max_waiting = it->max_waiting;
+	st->nworkers = it->pool.nstarted;
+	return 0;
 }
 
 size_t eachobs_failures(const eachobs_iter *it, eachobs_failure *out,

@@ -109,8 +109,8 @@ void eachobs__order_worker(eachobs_iter *it)
 		for (size_t i = lo; i < hi; i++) {
 			struct turn_wait w = { it, slot_of(it, i),
 					       free_turn(it, i) };
-			eachobs__event_wait(&w.slot->ev, turn_or_closing, &w,
-					    EACHOBS__LOADER_SPINS);
+			eachobs__event_wait_timed(&w.slot->ev, turn_or_closing,
+						  &w, EACHOBS__LOADER_SPINS);
 			/* Claims rise, so once i is past a failure every
 			 * later index is too: nobody will ask for them. */
 			if (eachobs__closing(it) || i >= limit(it))
@@ -162,9 +162,18 @@ int eachobs__order_next(eachobs_iter *it, struct eachobs__slot **out)
 			break;
 		if (it->executor == EACHOBS_THREADED && help(it))
 			continue;
-		eachobs__event_wait(&w.slot->ev, turn_or_closing, &w,
-				    EACHOBS__CONSUMER_SPINS);
+		eachobs__event_wait_timed(&w.slot->ev, turn_or_closing, &w,
+					  EACHOBS__CONSUMER_SPINS);
 	}
+	/* Claimed indices ahead of the consumer inside the window are loaded
+	 * or being loaded; those beyond it wait for room, not for us. */
+	size_t ahead = atomic_load_explicit(&it->order.next_claim,
+					    memory_order_relaxed) -
+		       m - 1;
+	if (ahead > it->nslots - 1)
+		ahead = it->nslots - 1;
+	if (ahead > it->max_waiting)
+		it->max_waiting = ahead;
 	it->order.next = m + 1;
 	*out = w.slot;
 	return 1;

@@ -69,9 +69,10 @@ int eachobs__pool_init(eachobs_iter *it, unsigned nthreads)
 	p->nthreads = nthreads;
 	if (nthreads == 0)
 		return 0;
-	p->workers = eachobs__calloc(nthreads, sizeof(*p->workers));
+	p->workers = eachobs__alloc_aligned(nthreads * sizeof(*p->workers));
 	if (!p->workers)
 		return -ENOMEM;
+	memset(p->workers, 0, nthreads * sizeof(*p->workers));
 	if (it->ordered)
 		return 0;
 	p->deques = eachobs__alloc_aligned(nthreads * sizeof(*p->deques));
@@ -181,20 +182,32 @@ bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *idx)
 	 * retry follows someone else's progress and the loop ends. If the
 	 * thread we follow was preempted inside its critical section, yield
 	 * the core to it rather than spin through our time slice. */
+	uint64_t t0 = 0;
+	bool got = true;
+
 	for (unsigned round = 0; !pop_front(it, self, idx); round++) {
 		if (atomic_load_explicit(&it->pool.unclaimed,
 					 memory_order_relaxed) == 0 ||
 		    eachobs__closing(it) ||
-		    atomic_load_explicit(&it->stop, memory_order_relaxed))
-			return false;
-		if (steal(it, self, idx))
-			return true;
+		    atomic_load_explicit(&it->stop, memory_order_relaxed)) {
+			got = false;
+			break;
+		}
+		if (steal(it, self, idx)) {
+			eachobs__stat_add(&it->pool.workers[self].stats.steals, 1);
+			break;
+		}
+		if (round == 0)
+			t0 = eachobs__now_ns();
 		if (round < EACHOBS__LOADER_SPINS)
 			eachobs__cpu_relax();
 		else
 			sched_yield();
 	}
-	return true;
+	if (t0)
+		eachobs__stat_add(&it->pool.workers[self].stats.idle_ns,
+				  eachobs__now_ns() - t0);
+	return got;
 }
 
 bool eachobs__pool_take_one(eachobs_iter *it, size_t *idx)
@@ -233,7 +246,8 @@ static void *worker_main(void *arg)
 	struct eachobs__worker *w = arg;
 	eachobs_iter *it = w->it;
 
-	eachobs__event_wait(&it->pool.ev_go, go_or_closing, it, 0);
+	eachobs__tls_stats = &w->stats;
+	eachobs__event_wait_timed(&it->pool.ev_go, go_or_closing, it, 0);
 	if (eachobs__closing(it))
 		return NULL;
 	if (it->ordered)

@@ -132,8 +132,8 @@ struct eachobs__slot *eachobs__ring_get_free(eachobs_iter *it)
 		struct eachobs__slot *slot = eachobs__ring_try_get_free(it);
 		if (slot || eachobs__closing(it))
 			return slot;
-		eachobs__event_wait(&it->ring.ev_free, free_or_closing, it,
-				    EACHOBS__LOADER_SPINS);
+		eachobs__event_wait_timed(&it->ring.ev_free, free_or_closing,
+					  it, EACHOBS__LOADER_SPINS);
 	}
 }
 
@@ -191,8 +191,11 @@ static bool ready_or_closing(const void *arg)
 /* Consumer, with `ready` empty: sleep until a loaded slot arrives. */
 void eachobs__ring_wait_ready(eachobs_iter *it)
 {
+	uint64_t t0 = eachobs__now_ns();
+
 	eachobs__event_wait_single(&it->ring.ev_ready, ready_or_closing, it,
 				   EACHOBS__CONSUMER_SPINS);
+	eachobs__stat_add(&it->cstats.idle_ns, eachobs__now_ns() - t0);
 }
 
 bool eachobs__ring_put_ready(eachobs_iter *it, struct eachobs__slot *slot)
@@ -202,8 +205,8 @@ bool eachobs__ring_put_ready(eachobs_iter *it, struct eachobs__slot *slot)
 	while (!take_credit(r)) {
 		if (eachobs__closing(it))
 			return false;
-		eachobs__event_wait(&r->ev_room, room_or_closing, it,
-				    EACHOBS__LOADER_SPINS);
+		eachobs__event_wait_timed(&r->ev_room, room_or_closing, it,
+					  EACHOBS__LOADER_SPINS);
 	}
 	handoff_send(slot);
 	/* ck's multi-producer enqueue makes each producer spin until every
@@ -224,6 +227,10 @@ struct eachobs__slot *eachobs__ring_get_ready(eachobs_iter *it)
 	struct eachobs__ring *r = &it->ring;
 	struct eachobs__slot *slot;
 
+	size_t waiting = ck_ring_size(&r->ready);
+
+	if (waiting > it->max_waiting)
+		it->max_waiting = waiting;
 	if (!ck_ring_dequeue_spsc(&r->ready, r->ready_buf, &slot))
 		return NULL;
 	handoff_recv(slot);
