@@ -30,7 +30,8 @@
  * that.
  *
  * Memory is fixed at start: the iterator allocates
- * buffersize + nthreads + 1 slots and nothing that grows with the number of
+ * buffersize + workers + 1 slots (workers <= nthreads: no more threads
+ * start than there are tasks) and nothing that grows with the number of
  * observations, so an iterator over 2^40 observations starts as fast as one
  * over ten. At most buffersize loaded observations wait in the hand-off
  * buffer; every worker holds at most one more (being loaded, or loaded and
@@ -50,9 +51,12 @@
  * Waiting
  * -------
  * No thread spins for long: a worker that finds the buffer full, and a
- * consumer that finds it empty, spin for about a microsecond and then sleep
- * on a futex until precisely the event they need happens. A slow consumer
- * leaves the workers asleep; a slow dataset leaves the consumer asleep.
+ * consumer that finds it empty, spin for a few microseconds and then sleep
+ * on a futex. The consumer is woken by the first observation that is
+ * ready; workers blocked on a full buffer are woken when half of it is free
+ * again (or, with a buffer of less than two slots per worker, one per free
+ * slot). A slow consumer leaves the workers asleep; a slow dataset leaves
+ * the consumer asleep.
  *
  * Errors
  * ------
@@ -123,7 +127,8 @@ typedef enum eachobs_executor {
 	/**
 	 * No threads: getobs() runs inside eachobs_next(), in index order, one
 	 * slot in all (for debugging, like PyTorch's num_workers=0). nthreads,
-	 * basesize, oversubscription, buffersize and ordered are ignored.
+	 * basesize, oversubscription, buffersize, stack_size and ordered are
+	 * ignored.
 	 */
 	EACHOBS_SERIAL,
 } eachobs_executor;
@@ -181,8 +186,10 @@ typedef struct eachobs_options {
 	 * Why 4 per thread: with a buffer smaller than the number of threads,
 	 * loaders wait for the consumer to wake up; measured on 2 cores,
 	 * TimeDataset n = 10000, t = 10 us, 16 threads, BACKGROUND, median of
-	 * 7: buffersize 1: 320 ms, 8: 159 ms, 16: 107 ms, 64: 91 ms,
-	 * 256: 83 ms (ordered levels off at 32: 73 ms).
+	 * 7, unordered: buffersize 1: 280 ms, 8: 122 ms, 16: 78 ms,
+	 * 64: 76 ms, 256: 89 ms; ordered: 1: 204 ms, 16: 124 ms, 32: 86 ms,
+	 * 64: 87 ms, 256: 83 ms. Below 2 per thread the loaders also lose
+	 * the wake-up hysteresis (see Waiting, above).
 	 */
 	size_t buffersize;
 	/** Who runs getobs(); EACHOBS_THREADED by default. */
@@ -254,7 +261,8 @@ typedef struct eachobs_iter eachobs_iter;
  *           or the slot count or slot memory would overflow
  *           (buffersize + nthreads + 1 > EACHOBS_MAX_SLOTS);
  *   -ENOMEM when an allocation fails;
- *   -EAGAIN when a thread cannot be created.
+ *   -EAGAIN when a thread cannot be created (resource limits, or a
+ *           stack_size the system cannot provide).
  *   On failure no getobs() has run (numobs() may have), every thread that
  *   was started has been joined and nothing is left allocated.
  *

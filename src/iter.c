@@ -52,8 +52,6 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 		return -EINVAL;
 	if (o->nthreads > EACHOBS_MAX_THREADS)
 		return -EINVAL;
-	if (o->stack_size && o->stack_size < (size_t)PTHREAD_STACK_MIN)
-		return -EINVAL;
 	cfg->nthreads = o->nthreads ? o->nthreads : online_cpus();
 	cfg->buffersize = o->buffersize;
 	if (!cfg->buffersize) {
@@ -67,7 +65,9 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 	cfg->stride = (data->obs_size + EACHOBS__CACHELINE - 1) &
 		      ~(size_t)(EACHOBS__CACHELINE - 1);
 	if (o->executor == EACHOBS_SERIAL)
-		return 0; /* one slot; the sizing options are ignored */
+		return 0; /* one slot, no thread: the sizing options are ignored */
+	if (o->stack_size && o->stack_size < (size_t)PTHREAD_STACK_MIN)
+		return -EINVAL;
 	if (cfg->buffersize > EACHOBS_MAX_SLOTS ||
 	    cfg->buffersize + cfg->nthreads + 1 > EACHOBS_MAX_SLOTS)
 		return -EINVAL;
