@@ -127,8 +127,8 @@ typedef enum eachobs_executor {
 	/**
 	 * No threads: getobs() runs inside eachobs_next(), in index order, one
 	 * slot in all (for debugging, like PyTorch's num_workers=0). nthreads,
-	 * basesize, oversubscription, buffersize, stack_size and ordered are
-	 * ignored.
+	 * basesize, oversubscription, buffersize, stack_size, worker_cpus,
+	 * worker_nice and ordered are ignored.
 	 */
 	EACHOBS_SERIAL,
 } eachobs_executor;
@@ -215,7 +215,32 @@ typedef struct eachobs_options {
 	size_t stack_size;
 	/** What a failing getobs() does; EACHOBS_ON_ERROR_STOP by default. */
 	eachobs_on_error on_error;
+	/**
+	 * Keeping the workers off the training thread's core. An in-process
+	 * loader competes with the training thread for cores (Meta's SPDL
+	 * measured training at half speed until the loader was kept off the
+	 * trainer's core); use these with EACHOBS_BACKGROUND when the consumer
+	 * thread does heavy work of its own.
+	 *
+	 * worker_cpus: NULL, or nworker_cpus CPU numbers the worker threads
+	 * may run on (for example every CPU but the one the training thread
+	 * is pinned to). Each must be below EACHOBS_MAX_CPU; one the system
+	 * cannot use gives -EAGAIN at start. nworker_cpus = 0 means no
+	 * restriction.
+	 */
+	const unsigned *worker_cpus;
+	unsigned nworker_cpus;
+	/**
+	 * 0: workers run at the caller's scheduling priority. 1..19: workers
+	 * run at this nice value, so that when they and the training thread
+	 * both want a core the training thread wins, while idle cores still
+	 * go to the workers. Other values: -EINVAL.
+	 */
+	int worker_nice;
 } eachobs_options;
+
+/** CPU numbers in eachobs_options.worker_cpus must be below this. */
+#define EACHOBS_MAX_CPU 1024u
 
 /** Upper bound on eachobs_options.nthreads. */
 #define EACHOBS_MAX_THREADS 1024u
@@ -258,6 +283,8 @@ typedef struct eachobs_iter eachobs_iter;
  *           executor or on_error is out of range, nthreads exceeds
  *           EACHOBS_MAX_THREADS,
  *           stack_size is non-zero and below PTHREAD_STACK_MIN,
+ *           worker_nice is outside 0..19, a worker_cpus entry is not below
+ *           EACHOBS_MAX_CPU or worker_cpus is NULL with nworker_cpus > 0,
  *           or the slot count or slot memory would overflow
  *           (buffersize + nthreads + 1 > EACHOBS_MAX_SLOTS);
  *   -ENOMEM when an allocation fails;

@@ -76,7 +76,8 @@ void eachobs__free(void *p)
 }
 
 int eachobs__thread_create(pthread_t *t, size_t stack_size,
-			   void *(*fn)(void *), void *arg)
+			   const cpu_set_t *cpus, void *(*fn)(void *),
+			   void *arg)
 {
 	pthread_attr_t attr;
 	int rc;
@@ -87,6 +88,8 @@ int eachobs__thread_create(pthread_t *t, size_t stack_size,
 	if (rc != 0)
 		return rc;
 	rc = pthread_attr_setstacksize(&attr, stack_size);
+	if (rc == 0 && cpus)
+		rc = pthread_attr_setaffinity_np(&attr, sizeof(*cpus), cpus);
 	if (rc == 0)
 		rc = pthread_create(t, &attr, fn, arg);
 	pthread_attr_destroy(&attr);

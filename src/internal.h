@@ -17,6 +17,7 @@
 
 #include <ck_ring.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -113,10 +114,11 @@ void *eachobs__calloc(size_t nmemb, size_t size);
 /* size bytes aligned to a cache line; NULL on failure. */
 void *eachobs__alloc_aligned(size_t size);
 void eachobs__free(void *p);
-/* pthread_create with that stack size; returns 0 or a positive errno like
- * pthread_create. */
+/* pthread_create with that stack size and, unless cpus is NULL, that CPU
+ * affinity; returns 0 or a positive errno like pthread_create. */
 int eachobs__thread_create(pthread_t *t, size_t stack_size,
-			   void *(*fn)(void *), void *arg);
+			   const cpu_set_t *cpus, void *(*fn)(void *),
+			   void *arg);
 
 /* ---- slots ---------------------------------------------------------- */
 
@@ -214,6 +216,9 @@ struct eachobs_iter {
 	size_t nslots;     /* buffersize + workers + 1; 1 for SERIAL */
 	size_t stride;     /* obs_size rounded up to a cache line */
 	size_t stack_size; /* of each worker */
+	bool pin;          /* workers run only on `cpus` */
+	cpu_set_t cpus;
+	int worker_nice;
 	struct eachobs__slot *slots;
 	unsigned char *mem;
 

@@ -17,6 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
+_Static_assert(EACHOBS_MAX_CPU <= CPU_SETSIZE,
+	       "worker_cpus entries must fit a cpu_set_t");
+
 struct config {
 	unsigned nthreads;  /* requested or derived */
 	size_t buffersize;
@@ -68,6 +71,13 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 		return 0; /* one slot, no thread: the sizing options are ignored */
 	if (o->stack_size && o->stack_size < (size_t)PTHREAD_STACK_MIN)
 		return -EINVAL;
+	if (o->worker_nice < 0 || o->worker_nice > 19)
+		return -EINVAL;
+	if (o->nworker_cpus && !o->worker_cpus)
+		return -EINVAL;
+	for (unsigned i = 0; i < o->nworker_cpus; i++)
+		if (o->worker_cpus[i] >= EACHOBS_MAX_CPU)
+			return -EINVAL;
 	if (cfg->buffersize > EACHOBS_MAX_SLOTS ||
 	    cfg->buffersize + cfg->nthreads + 1 > EACHOBS_MAX_SLOTS)
 		return -EINVAL;
@@ -98,6 +108,11 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 	it->stride = cfg->stride;
 	it->stack_size = o->stack_size ? o->stack_size
 				       : EACHOBS_DEFAULT_STACK_SIZE;
+	it->worker_nice = o->worker_nice;
+	it->pin = o->nworker_cpus > 0;
+	CPU_ZERO(&it->cpus);
+	for (unsigned i = 0; i < o->nworker_cpus; i++)
+		CPU_SET(o->worker_cpus[i], &it->cpus);
 	if (it->executor == EACHOBS_SERIAL || n == 0) {
 		it->nslots = 1;
 		return 0;

@@ -21,6 +21,8 @@
 #include <limits.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 static size_t min_size(size_t a, size_t b)
 {
@@ -247,6 +249,10 @@ static void *worker_main(void *arg)
 	eachobs_iter *it = w->it;
 
 	eachobs__tls_stats = &w->stats;
+	/* Raising one's own nice value needs no privilege, so this cannot
+	 * fail for the values check_args lets through. */
+	if (it->worker_nice)
+		setpriority(PRIO_PROCESS, (id_t)gettid(), it->worker_nice);
 	eachobs__event_wait_timed(&it->pool.ev_go, go_or_closing, it, 0);
 	if (eachobs__closing(it))
 		return NULL;
@@ -265,8 +271,9 @@ int eachobs__pool_start(eachobs_iter *it)
 		p->workers[j].it = it;
 		p->workers[j].self = j;
 		if (eachobs__thread_create(&p->workers[j].thread,
-					   it->stack_size, worker_main,
-					   &p->workers[j]) != 0)
+					   it->stack_size,
+					   it->pin ? &it->cpus : NULL,
+					   worker_main, &p->workers[j]) != 0)
 			return -EAGAIN; /* the caller closes and joins */
 		p->nstarted++;
 	}
