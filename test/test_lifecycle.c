@@ -56,6 +56,23 @@ static void expect_failure(struct td *td, const eachobs_options *o, int want,
 	finish(&c, label);
 }
 
+/* Over n observations, getobs(fail_idx) returns code; expect want. */
+static void fail_one(const eachobs_options *o, size_t n, size_t fail_idx,
+		     int code, int want)
+{
+	struct td td;
+	char label[200];
+
+	label_of(label, sizeof(label), o, n);
+	snprintf(label + strlen(label), sizeof(label) - strlen(label),
+		 " getobs(%zu) returns %d", fail_idx, code);
+	td_init(&td, n, 8, n);
+	td.fail_idx = fail_idx;
+	td.fail_code = code;
+	expect_failure(&td, o, want, label);
+	td_fini(&td);
+}
+
 Test(errors, getobs_failure_is_reported_with_its_index_and_sticks)
 {
 	const size_t n = 60;
@@ -118,17 +135,8 @@ Test(errors, positive_getobs_return_is_reported_as_erange)
 				eachobs_options o = { .executor = executors[e],
 						      .ordered = ordered,
 						      .nthreads = 2 };
-				struct td td;
-				char label[200];
 
-				label_of(label, sizeof(label), &o, 30);
-				snprintf(label + strlen(label), sizeof(label) - strlen(label),
-					 " getobs(7) returns %d", positives[p]);
-				td_init(&td, 30, 8, 30);
-				td.fail_idx = 7;
-				td.fail_code = positives[p];
-				expect_failure(&td, &o, -ERANGE, label);
-				td_fini(&td);
+				fail_one(&o, 30, 7, positives[p], -ERANGE);
 			}
 		}
 	}
@@ -143,17 +151,8 @@ Test(errors, getobs_codes_pass_through_unchanged)
 			eachobs_options o = { .executor = executors[e],
 					      .ordered = k % 2,
 					      .nthreads = 2 };
-			struct td td;
-			char label[200];
 
-			label_of(label, sizeof(label), &o, 10);
-			snprintf(label + strlen(label), sizeof(label) - strlen(label),
-				 " getobs(3) returns %d", codes[k]);
-			td_init(&td, 10, 8, 10);
-			td.fail_idx = 3;
-			td.fail_code = codes[k];
-			expect_failure(&td, &o, codes[k], label);
-			td_fini(&td);
+			fail_one(&o, 10, 3, codes[k], codes[k]);
 		}
 	}
 }
