@@ -442,8 +442,10 @@ EACHOBS_API bool eachobs_cancelled(void);
  * from getobs().
  *
  * @param code  0, 1, or a negative errno value.
- * @return a static string, never NULL; a generic message for codes that are
- *   not known.
+ * @return a static string, never NULL: the library's own wording for the
+ *   codes it returns, the system's description for other negative errno
+ *   values (a getobs that returned -EBADMSG reads "Bad message"), and a
+ *   generic message for anything else.
  *
  * Thread: any; never blocks.
  */

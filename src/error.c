@@ -3,9 +3,11 @@
  * negative errno values, but getobs may return any negative code, so every
  * code gets some readable text and none gets NULL.
  */
+#define _GNU_SOURCE
 #include "internal.h"
 
 #include <errno.h>
+#include <string.h>
 
 const char *eachobs_strerror(int code)
 {
@@ -35,7 +37,16 @@ const char *eachobs_strerror(int code)
 	case -ECANCELED:
 		return "operation canceled";
 	}
-	if (code < 0)
+	if (code < 0) {
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 32)
+		/* A static string (unlike strerror's), so safe from any
+		 * thread: getobs codes are often plain negative errno. Codes
+		 * past -4096 are no errno (and -INT_MIN would overflow). */
+		const char *desc = code > -4096 ? strerrordesc_np(-code) : NULL;
+		if (desc)
+			return desc;
+#endif
 		return "getobs failed with a code eachobs does not know";
+	}
 	return "not an eachobs error code";
 }

@@ -336,6 +336,19 @@ Test(strerror, names_library_codes_distinctly)
 	}
 }
 
+Test(strerror, describes_plain_errno_codes_from_getobs)
+{
+	const char *generic = eachobs_strerror(-123456);
+	int codes[] = { -EBADMSG, -EACCES, -ETIMEDOUT, -EPIPE };
+
+	for (size_t k = 0; k < sizeof(codes) / sizeof(codes[0]); k++) {
+		expect_readable(codes[k]);
+		cr_assert_str_neq(eachobs_strerror(codes[k]), generic,
+				  "errno %d got the generic message", -codes[k]);
+	}
+	cr_assert_str_eq(eachobs_strerror(-EBADMSG), "Bad message");
+}
+
 Test(strerror, has_generic_text_for_unknown_codes)
 {
 	int unknown[] = { -123456, -99999, 77, INT_MIN };
