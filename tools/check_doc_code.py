@@ -1,0 +1,23 @@
+#!/usr/bin/env python3
+"""Every ```c block in docs/*.md must be a verbatim excerpt of a file in
+examples/, which the test suite compiles and runs; so no code a reader copies
+from the guide is untested. Usage: check_doc_code.py SOURCE_ROOT"""
+import pathlib
+import re
+import sys
+
+root = pathlib.Path(sys.argv[1])
+examples = {p: p.read_text() for p in sorted((root / "examples").glob("*.c"))}
+bad = 0
+blocks = 0
+for doc in sorted((root / "docs").glob("*.md")):
+    for m in re.finditer(r"```c\n(.*?)```", doc.read_text(), re.S):
+        blocks += 1
+        code = m.group(1)
+        if not any(code in text for text in examples.values()):
+            line = doc.read_text()[: m.start()].count("\n") + 1
+            print(f"{doc.relative_to(root)}:{line}: code block is not an "
+                  f"excerpt of any examples/*.c file")
+            bad += 1
+print(f"{blocks} code blocks checked, {bad} not found in examples/")
+sys.exit(1 if bad else 0)
