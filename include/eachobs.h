@@ -229,6 +229,7 @@ typedef struct eachobs_options {
 	 * restriction.
 	 */
 	const unsigned *worker_cpus;
+	/** The number of entries in worker_cpus; 0: no restriction. */
 	unsigned nworker_cpus;
 	/**
 	 * 0: workers run at the caller's scheduling priority. 1..19: workers
