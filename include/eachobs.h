@@ -200,7 +200,9 @@ typedef struct eachobs_options {
 	 * buffersize + nthreads + 1 slots form a reorder window: index i may be
 	 * loaded once index i - (buffersize + nthreads + 1) has been released by
 	 * the consumer, so memory stays bounded and the index the consumer waits
-	 * for is always being loaded.
+	 * for is always being loaded. A slow observation holds up the window
+	 * behind it; with many more threads than cores, raise buffersize
+	 * (eachobs_get_stats: max_waiting at the window size).
 	 */
 	bool ordered;
 	/**
