@@ -7,7 +7,10 @@
  *
  * A plain main(), not Criterion, so that it runs under ThreadSanitizer.
  *
- * usage: stress_iter [ITERATIONS [SEED [CONSUMERS]]]
+ * usage: stress_iter [ITERATIONS [SEED [CONSUMERS [SECONDS]]]]
+ * With SECONDS > 0 it soaks: each consumer runs random configurations until
+ * the time is up (ITERATIONS is then ignored), and the totals are printed.
+ * `stress_iter replay SEED` runs the one configuration a failure printed.
  * A watchdog turns a hang into a failure that prints the configuration.
  */
 #define _GNU_SOURCE
@@ -28,6 +31,7 @@ struct cfg {
 	size_t n, obs_size, close_after, fail_at;
 	eachobs_options o;
 	int sleep_us; /* max getobs sleep */
+	int consumer_us; /* the consumer's own work per observation */
 };
 
 struct ds {
@@ -39,6 +43,7 @@ struct ds {
 };
 
 static atomic_llong progress[64];
+static atomic_llong total_configs, total_observations, total_failures;
 static struct cfg current[64];
 
 static unsigned long long next_rand(unsigned long long *s)
@@ -59,11 +64,11 @@ static void print_cfg(FILE *f, const struct cfg *c)
 	fprintf(f,
 		"seed=%llu n=%zu obs_size=%zu nthreads=%u buffersize=%zu "
 		"basesize=%zu oversub=%u executor=%d ordered=%d sleep_us=%d "
-		"close_after=%zu fail_at=%zu on_error=%d\n",
+		"close_after=%zu fail_at=%zu on_error=%d consumer_us=%d\n",
 		c->seed, c->n, c->obs_size, c->o.nthreads, c->o.buffersize,
 		c->o.basesize, c->o.oversubscription, (int)c->o.executor,
 		(int)c->o.ordered, c->sleep_us, c->close_after, c->fail_at,
-		(int)c->o.on_error);
+		(int)c->o.on_error, c->consumer_us);
 }
 
 #define CHECK(cond, c, ...)                                                \
@@ -134,6 +139,7 @@ static struct cfg random_cfg(unsigned long long *s)
 	c.fail_at = next_rand(s) % 6 == 0 && c.n ? next_rand(s) % c.n : SIZE_MAX;
 	c.o.on_error = next_rand(s) % 2 ? EACHOBS_ON_ERROR_SKIP
 					: EACHOBS_ON_ERROR_STOP;
+	c.consumer_us = next_rand(s) % 5 == 0 ? (int)(next_rand(s) % 100) : 0;
 	return c;
 }
 
@@ -199,6 +205,10 @@ static void run_one(int who, const struct cfg *c)
 		prev_idx = idx;
 		count++;
 		atomic_fetch_add(&progress[who], 1);
+		if (c->consumer_us) {
+			struct timespec work = { 0, c->consumer_us * 1000L };
+			nanosleep(&work, NULL);
+		}
 	}
 	if (rc == 1 && prev)
 		note_live(&d, -1);
@@ -221,6 +231,9 @@ static void run_one(int who, const struct cfg *c)
 		      c, "error is not sticky");
 	}
 	eachobs_close(it);
+	atomic_fetch_add(&total_configs, 1);
+	atomic_fetch_add(&total_observations, (long long)count);
+	atomic_fetch_add(&total_failures, c->fail_at < c->n);
 	CHECK(atomic_load(&d.max_live) <= slot_bound(c, c->o.nthreads), c,
 	      "%ld observations alive at once, bound %ld",
 	      atomic_load(&d.max_live), slot_bound(c, c->o.nthreads));
@@ -236,6 +249,7 @@ struct consumer_arg {
 	int who;
 	unsigned long long seed;
 	long iterations;
+	time_t deadline; /* soak mode: run until then; 0: count iterations */
 	pthread_barrier_t *barrier;
 };
 
@@ -245,7 +259,9 @@ static void *consumer_main(void *p)
 	unsigned long long s = a->seed;
 
 	pthread_barrier_wait(a->barrier);
-	for (long i = 0; i < a->iterations; i++) {
+	for (long i = 0; a->deadline ? time(NULL) < a->deadline
+				     : i < a->iterations;
+	     i++) {
 		struct cfg c = random_cfg(&s);
 		if (c.o.executor != EACHOBS_SERIAL && c.o.nthreads == 0)
 			c.o.nthreads = 2;
@@ -276,30 +292,53 @@ static void *watchdog(void *p)
 	return NULL;
 }
 
+/* Run the one configuration a failure printed (its seed=...) again. */
+static int replay(unsigned long long cfg_seed)
+{
+	unsigned long long s = cfg_seed;
+	struct cfg c = random_cfg(&s);
+
+	if (c.o.executor != EACHOBS_SERIAL && c.o.nthreads == 0)
+		c.o.nthreads = 2;
+	print_cfg(stdout, &c);
+	run_one(0, &c);
+	printf("stress_iter: replay ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "replay") == 0)
+		return replay(strtoull(argv[2], NULL, 0));
 	long iterations = argc > 1 ? atol(argv[1]) : 200;
 	unsigned long long seed = argc > 2 ? strtoull(argv[2], NULL, 0) : 1;
 	int nconsumers = argc > 3 ? atoi(argv[3]) : 3;
+	long seconds = argc > 4 ? atol(argv[4]) : 0;
 	pthread_t th[64], wd;
 	struct consumer_arg args[64];
 	pthread_barrier_t barrier;
 
-	if (iterations < 0 || nconsumers < 1 || nconsumers > 64) {
-		fprintf(stderr, "usage: %s [ITERATIONS [SEED [CONSUMERS<=64]]]\n", argv[0]);
+	if (iterations < 0 || nconsumers < 1 || nconsumers > 64 || seconds < 0) {
+		fprintf(stderr,
+			"usage: %s [ITERATIONS [SEED [CONSUMERS<=64 [SECONDS]]]]\n",
+			argv[0]);
 		return 2;
 	}
 	pthread_barrier_init(&barrier, NULL, (unsigned)nconsumers);
 	pthread_create(&wd, NULL, watchdog, &nconsumers);
 	pthread_detach(wd);
 	for (int i = 0; i < nconsumers; i++) {
-		args[i] = (struct consumer_arg){ i, seed * 1000003ULL + (unsigned)i,
-						  iterations / nconsumers, &barrier };
+		args[i] = (struct consumer_arg){
+			i, seed * 1000003ULL + (unsigned)i, iterations / nconsumers,
+			seconds ? time(NULL) + seconds : 0, &barrier
+		};
 		pthread_create(&th[i], NULL, consumer_main, &args[i]);
 	}
 	for (int i = 0; i < nconsumers; i++)
 		pthread_join(th[i], NULL);
-	printf("stress_iter: %ld iterators over %d consumer threads, seed %llu: ok\n",
-	       iterations / nconsumers * nconsumers, nconsumers, seed);
+	printf("stress_iter: %lld iterators over %d consumer threads, seed %llu: "
+	       "ok; %lld observations checked, %lld getobs failures injected\n",
+	       atomic_load(&total_configs), nconsumers, seed,
+	       atomic_load(&total_observations), atomic_load(&total_failures));
 	return 0;
 }
