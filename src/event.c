@@ -86,18 +86,10 @@ void eachobs__event_wait(struct eachobs__event *ev, eachobs__cond_fn cond,
 
 void eachobs__event_notify(struct eachobs__event *ev, int nwake)
 {
-	eachobs__event_notify_if(ev, nwake, NULL, NULL);
-}
-
-void eachobs__event_notify_if(struct eachobs__event *ev, int nwake,
-			      eachobs__cond_fn cond, const void *arg)
-{
 	/* Orders the caller's change of the condition before the load of
 	 * waiters (a store-load barrier; see eachobs__event_wait). */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&ev->waiters, memory_order_relaxed) == 0)
-		return;
-	if (cond && !cond(arg))
 		return;
 	atomic_fetch_add_explicit(&ev->epoch, 1, memory_order_release);
 	futex_wake(&ev->epoch, nwake);

@@ -64,11 +64,6 @@ void eachobs__event_wait(struct eachobs__event *ev, eachobs__cond_fn cond,
 /* Wake up to nwake sleepers if there are any (call after changing the
  * condition). Cheap when nobody waits: a fence and a load. */
 void eachobs__event_notify(struct eachobs__event *ev, int nwake);
-/* The same, but only when cond(arg), the sleepers' own condition, holds:
- * skips wake-ups that would find nothing to do. Safe only when whoever
- * makes cond true last also calls this (so that it sees it true). */
-void eachobs__event_notify_if(struct eachobs__event *ev, int nwake,
-			      eachobs__cond_fn cond, const void *arg);
 static inline void eachobs__cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
