@@ -235,13 +235,13 @@ struct eachobs__slot *eachobs__ring_get_ready(eachobs_iter *it)
 	struct eachobs__ring *r = &it->ring;
 	struct eachobs__slot *slot;
 
-	size_t waiting = ck_ring_size(&r->ready);
-
-	if (waiting > it->max_waiting)
-		it->max_waiting = waiting;
 	if (!ck_ring_dequeue_spsc(&r->ready, r->ready_buf, &slot))
 		return NULL;
 	handoff_recv(slot);
+	/* What waited, counting the slot just taken (stats only). */
+	size_t waiting = ck_ring_size(&r->ready) + 1;
+	if (waiting > it->max_waiting)
+		it->max_waiting = waiting;
 	size_t credits = atomic_fetch_add_explicit(&r->credits, 1,
 						   memory_order_release) +
 			 1;
