@@ -17,6 +17,7 @@ TestSuite(cancel, .init = deadline, .timeout = 60);
 struct slow {
 	atomic_int saw_cancel;   /* getobs calls that returned early */
 	atomic_int never_cancel; /* getobs calls that saw false throughout */
+	atomic_int started;      /* long getobs calls that began */
 };
 
 static size_t numobs_1000(void *ctx)
@@ -34,6 +35,7 @@ static int long_getobs(void *ctx, size_t idx, void *obs)
 	*(size_t *)obs = idx;
 	if (idx == 0)
 		return 0;
+	atomic_fetch_add(&s->started, 1);
 	for (int i = 0; i < 20000; i++) {
 		if (eachobs_cancelled()) {
 			atomic_fetch_add(&s->saw_cancel, 1);
@@ -59,6 +61,12 @@ Test(cancel, close_returns_promptly_when_long_getobs_polls_cancelled)
 	cr_assert_eq(eachobs_next(it, &obs, &idx), 1);
 	cr_assert_eq(idx, 0);
 	cr_assert_not(eachobs_cancelled(), "true outside getobs");
+	/* Close only once a long getobs runs: that is the case under test
+	 * (a worker that has not reached getobs yet never calls it). */
+	for (double t = now_s(); atomic_load(&s.started) == 0;) {
+		cr_assert_lt(now_s() - t, 10.0, "no long getobs started in 10 s");
+		sleep_us(100);
+	}
 	double t0 = now_s();
 	eachobs_close(it);
 	double took = now_s() - t0;
