@@ -240,6 +240,39 @@ typedef struct eachobs_options {
 	 * go to the workers. Other values: -EINVAL.
 	 */
 	int worker_nice;
+	/**
+	 * 0: single observations, through eachobs_next(). > 0: batches of
+	 * this many observations, through eachobs_next_batch(). Batch k holds
+	 * the observations at positions [k * batchsize, (k + 1) * batchsize)
+	 * of the iteration order, in that order, obs_size bytes apart in one
+	 * contiguous buffer; each getobs() writes straight into its place
+	 * there (no copy after getobs). Unordered, whole batches are yielded
+	 * as they complete; ordered, in order. A batch is the unit of
+	 * buffersize, hold and memory: the iterator allocates
+	 * buffersize + workers + max(1, hold) batch buffers. Workers that
+	 * have no batch of their own left help fill the others', so a few
+	 * large batches still keep every thread busy, and nthreads is not
+	 * capped by the number of batches. basesize stays in observations
+	 * (rounded up to whole batches). At most EACHOBS_MAX_BATCHSIZE.
+	 */
+	size_t batchsize;
+	/**
+	 * Drop a final batch smaller than batchsize: its observations are
+	 * never loaded. Ignored when batchsize is 0.
+	 */
+	bool drop_last;
+	/**
+	 * 0: what eachobs_next() / eachobs_next_batch() yields is valid until
+	 * the next such call or eachobs_close(). K > 0: up to K yielded items
+	 * (observations, or batches) stay valid, unchanged, until
+	 * eachobs_release() gives each back, in any order; the next call with
+	 * K held returns -ENOBUFS (and iteration goes on once one is
+	 * released). Memory becomes buffersize + workers + K items. In ordered
+	 * mode a held item does not hold up the reorder window: the iterator
+	 * swaps in one of K spare buffers as it yields (no copy). At most
+	 * EACHOBS_MAX_SLOTS.
+	 */
+	unsigned hold;
 } eachobs_options;
 
 /** CPU numbers in eachobs_options.worker_cpus must be below this. */
@@ -255,6 +288,17 @@ typedef struct eachobs_options {
 #define EACHOBS_DEFAULT_BUFFER_MIN 16u
 /** ... and this many per worker thread. */
 #define EACHOBS_DEFAULT_BUFFER_PER_THREAD 4u
+/**
+ * Default buffersize with batches: at least this many batches ... (a batch
+ * of 64 images of 224 x 224 x 3 floats is 38 MB, so the unbatched default
+ * of 4 per thread would cost gigabytes; 2 per worker is PyTorch's
+ * prefetch_factor and still leaves the loaders half a buffer of slack).
+ */
+#define EACHOBS_DEFAULT_BATCH_BUFFER_MIN 2u
+/** ... and this many per worker thread. */
+#define EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD 2u
+/** Upper bound on eachobs_options.batchsize. */
+#define EACHOBS_MAX_BATCHSIZE ((size_t)1 << 31)
 
 /** Failures eachobs_failures() keeps (the first ones, in yield order). */
 #define EACHOBS_FAILURES_KEPT 16u
@@ -331,6 +375,92 @@ EACHOBS_API int eachobs_parallel(eachobs_iter **it, const eachobs_dataset *data,
  */
 EACHOBS_API int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx);
 
+/** A batch of observations (eachobs_options.batchsize > 0). */
+typedef struct eachobs_batch {
+	/** count observations, obs_size bytes apart, contiguous; aligned to
+	 *  64 bytes. Valid as eachobs_next()'s observations are (see hold). */
+	void *data;
+	/** Their dataset indices, in batch order. */
+	const size_t *idx;
+	/** batchsize, or fewer for a last partial batch (or when observations
+	 *  were skipped: EACHOBS_ON_ERROR_SKIP). */
+	size_t count;
+	/** Bytes getobs() wrote for each (eachobs_set_length()); obs_size
+	 *  unless it said otherwise. */
+	const size_t *lengths;
+} eachobs_batch;
+
+/**
+ * Yield the next batch (eachobs_options.batchsize > 0).
+ *
+ * Works like eachobs_next(): gives up the previous batch (unless hold > 0),
+ * then waits until a batch is complete: any one when unordered, the next
+ * when ordered. Under EACHOBS_THREADED the caller helps load while it
+ * would otherwise wait. The observations were written by getobs() in
+ * place: batch->data is read where they were loaded.
+ *
+ * A failing getobs() fails the batch it belongs to: in ordered mode after
+ * every earlier batch was yielded. Under EACHOBS_ON_ERROR_SKIP the failed
+ * observations are left out instead: the rest of the batch moves down over
+ * them (the only case where the library moves observation bytes) and count
+ * shrinks; a batch whose every observation failed is skipped.
+ *
+ * @param it     the iterator.
+ * @param batch  receives the batch. At the end and on errors: data and
+ *               lengths NULL, count 0, and idx NULL, except on a getobs()
+ *               failure, where idx points to the one failed index.
+ * @return 1 when a batch was yielded; 0 once every batch has been yielded
+ *   (also with batches held); c < 0, a getobs() failure's code, sticky as
+ *   in eachobs_next(); -ENOBUFS when hold batches are held (not sticky:
+ *   release one and call again); -EINVAL when it or batch is NULL or the
+ *   iterator is not batched.
+ *
+ * Thread: the iterator's one consumer. Blocks (sleeping) until a batch is
+ * complete.
+ */
+EACHOBS_API int eachobs_next_batch(eachobs_iter *it, eachobs_batch *batch);
+
+/**
+ * Give back an item yielded while eachobs_options.hold > 0.
+ *
+ * @param it    the iterator.
+ * @param data  the observation pointer eachobs_next() yielded, or the
+ *              batch's data pointer; items may be released in any order.
+ * @return 0; -EINVAL when it or data is NULL, hold is 0, or data is not a
+ *   held item (never yielded, or released already). The item's memory may
+ *   be reused from then on.
+ *
+ * Thread: the iterator's consumer. Never blocks. O(hold).
+ */
+EACHOBS_API int eachobs_release(eachobs_iter *it, const void *data);
+
+/**
+ * Inside getobs(): say how many bytes of the obs_size slot this
+ * observation really uses, for variable-length observations (token
+ * sequences, records). obs_size is then the maximum. The consumer reads it
+ * from eachobs_batch.lengths or eachobs_obs_length(). Without a call the
+ * length is obs_size; the last call wins.
+ *
+ * @param nbytes  at most the dataset's obs_size.
+ * @return 0; -EINVAL when nbytes > obs_size or when not called from inside
+ *   a getobs() that eachobs runs.
+ *
+ * Thread: the thread running getobs(). Never blocks.
+ */
+EACHOBS_API int eachobs_set_length(size_t nbytes);
+
+/**
+ * The length (eachobs_set_length()) of an observation eachobs_next()
+ * yielded and that is still valid.
+ *
+ * @return 0 with *len set; -EINVAL when it, obs or len is NULL, or obs is
+ *   not a currently valid observation of it.
+ *
+ * Thread: the iterator's consumer. Never blocks.
+ */
+EACHOBS_API int eachobs_obs_length(const eachobs_iter *it, const void *obs,
+				   size_t *len);
+
 /**
  * Stop and free an iterator.
  *
@@ -363,7 +493,9 @@ EACHOBS_API void eachobs_close(eachobs_iter *it);
  * Costs: two clock reads per getobs, and one per wait that sleeps.
  */
 typedef struct eachobs_stats {
-	unsigned long long yielded;  /**< observations eachobs_next returned */
+	/** Observations yielded (single, or in batches). */
+	unsigned long long yielded;
+	unsigned long long batches;  /**< batches eachobs_next_batch returned */
 	unsigned long long skipped;  /**< failures skipped (on_error = SKIP) */
 	unsigned long long loaded;   /**< getobs calls that returned, any thread */
 	/** Of those, on the consumer's thread (THREADED helping, SERIAL). */

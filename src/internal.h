@@ -7,6 +7,8 @@
  *   pool.c   worker threads, per-worker deques of index ranges, stealing
  *   ring.c   unordered hand-off: slots through two ck_rings, with credits
  *   order.c  ordered hand-off: the slots as a reorder window
+ *   load.c   running getobs: one observation, or a batch several threads fill
+ *   hold.c   what the consumer holds, and eachobs_release
  *   iter.c   the public iterator: validation, defaults, start, next, close
  *   error.c  eachobs_strerror
  */
@@ -115,24 +117,46 @@ int eachobs__thread_create(pthread_t *t, size_t stack_size,
 			   const cpu_set_t *cpus, void *(*fn)(void *),
 			   void *arg);
 
-/* ---- slots ---------------------------------------------------------- */
+/* ---- slots ----------------------------------------------------------- */
 
 /*
- * A slot: one observation's memory and what the loader says about it.
- * idx and status are written by the thread that loads the slot before it
- * hands the slot over (ck_ring enqueue, or the release store of `turn`), and
- * read by the consumer after it took the slot over, so they need no atomics.
+ * What a consumer is handed: cap observations' memory and what their
+ * loaders said about them. Unbatched, cap is 1; batched, cap is batchsize
+ * and the observations lie obs_size bytes apart in data. Entries are
+ * written by the thread that loads them before the slot is handed over
+ * (ck_ring enqueue, the release store of `turn`, or the acq_rel count of
+ * `done` for a batch filled by several threads), and read by the consumer
+ * after it took the slot over, so they need no atomics.
+ */
+struct eachobs__buf {
+	unsigned char *data; /* 64-byte aligned */
+	size_t *idx;         /* dataset index of each entry */
+	size_t *len;         /* bytes getobs wrote (eachobs_set_length) */
+	int *status;         /* what getobs returned, mapped to <= 0 */
+	size_t count;        /* consumer only: entries it yields */
+};
+
+/*
+ * A slot: the place one unit (an observation, or a batch) is loaded into.
+ * In ordered hold mode the consumer swaps the loaded buffer out for a spare
+ * one (hold.c), so `b` belongs to the slot only while the slot is not
+ * yielded.
  */
 struct eachobs__slot {
-	unsigned char *data; /* obs_size bytes, 64-byte aligned; fixed */
-	size_t idx;
-	int status;          /* what getobs returned, mapped to <= 0 */
-	/* Ordered mode: slot s serves indices s, s + W, s + 2W, ... For index
+	struct eachobs__buf b;
+	/* Ordered mode: slot s serves units s, s + W, s + 2W, ... For unit
 	 * s + kW, turn is 2k while the slot waits to be loaded and 2k + 1 once
 	 * loaded; the consumer moves it to 2k + 2 when it lets go. Compared
 	 * for equality only, so it may wrap. */
 	_Atomic uint32_t turn;
 	struct eachobs__event ev; /* ordered: wakes on every change of turn */
+	/* Batched: the unit being filled, and the sharing of its entries
+	 * among threads (batch.c). claim is generation << 32 | next entry to
+	 * claim; a slot is open to helpers while that entry is below count. */
+	_Atomic size_t unit;
+	_Atomic size_t count;
+	_Atomic size_t done;
+	_Atomic uint64_t claim;
 } EACHOBS__ALIGNED;
 
 /* ---- ring.c: the unordered hand-off --------------------------------- */
@@ -197,25 +221,46 @@ struct eachobs__pool {
 	struct eachobs__event ev_go;
 };
 
+/* ---- hold.c: what the consumer holds ---------------------------------- */
+
+struct eachobs__held {
+	struct eachobs__buf b;        /* as yielded */
+	struct eachobs__slot *slot;   /* NULL when swapped out (ordered) */
+};
+
+struct eachobs__hold {
+	bool automatic;               /* hold = 0: the next call gives back */
+	unsigned max;                 /* K, or 1 when automatic */
+	unsigned n;                   /* held now */
+	struct eachobs__held *items;
+	struct eachobs__buf *spares;  /* ordered with hold = K: free buffers */
+	unsigned nspares;
+};
+
 /* ---- the iterator --------------------------------------------------- */
 
 struct eachobs_iter {
 	/* Fixed at start. */
 	eachobs_dataset data;
-	size_t n;
+	size_t n;          /* numobs() */
+	size_t npos;       /* positions iterated (after drop_last) */
+	size_t nunits;     /* what is handed over: observations, or batches */
+	size_t batchsize;  /* 0: unbatched */
+	size_t cap;        /* observations per unit: batchsize, or 1 */
 	eachobs_executor executor;
 	bool ordered;
 	bool skip_errors;  /* on_error = SKIP */
-	size_t basesize;   /* observations per task (unordered) */
-	size_t buffersize;
-	size_t nslots;     /* buffersize + workers + 1; 1 for SERIAL */
-	size_t stride;     /* obs_size rounded up to a cache line */
+	size_t basesize;   /* units per task (unordered) */
+	size_t buffersize; /* units */
+	size_t nslots;     /* see plan() */
+	size_t buf_bytes;  /* data bytes of one unit, rounded up to 64 */
 	size_t stack_size; /* of each worker */
 	bool pin;          /* workers run only on `cpus` */
 	cpu_set_t cpus;
 	int worker_nice;
 	struct eachobs__slot *slots;
 	unsigned char *mem;
+	void *meta;        /* every buffer's idx, len and status arrays */
 
 	/* Shared by every thread. */
 	_Atomic bool closing EACHOBS__ALIGNED; /* no getobs may start */
@@ -225,23 +270,60 @@ struct eachobs_iter {
 	struct eachobs__order order;
 
 	/* The consumer's own. */
-	struct eachobs__slot *held EACHOBS__ALIGNED; /* yielded last */
-	size_t yielded;    /* unordered: observations handed out */
+	struct eachobs__hold hold EACHOBS__ALIGNED;
+	size_t yielded;    /* unordered, SERIAL: units taken */
 	int err;           /* sticky: the error returned from now on */
 	size_t err_idx;
 	size_t nfailures;  /* skipped (on_error = SKIP) */
 	struct eachobs__stats cstats; /* the consumer's own */
-	size_t nyielded;   /* eachobs_next calls that returned 1 */
+	size_t nyielded;   /* observations yielded */
+	size_t nbatches;   /* batches yielded */
 	size_t max_waiting;
 	eachobs_failure failures[EACHOBS_FAILURES_KEPT];
 };
 
-/* iter.c: run getobs for idx into slot; record a failure. */
-void eachobs__load(eachobs_iter *it, struct eachobs__slot *slot, size_t idx);
 static inline bool eachobs__closing(const eachobs_iter *it)
 {
 	return atomic_load_explicit(&it->closing, memory_order_acquire);
 }
+
+/* The dataset index at a position of the iteration order. */
+static inline size_t eachobs__index_at(const eachobs_iter *it, size_t pos)
+{
+	(void)it;
+	return pos;
+}
+
+/* load.c */
+/* Observations in unit u (the last batch may be short). */
+size_t eachobs__unit_count(const eachobs_iter *it, size_t u);
+/* Load unit u into slot, which the caller owns; other threads may help
+ * with a batch. True when the caller completed the unit and must hand it
+ * on; false when a helper will (or close began). */
+bool eachobs__fill(eachobs_iter *it, struct eachobs__slot *slot, size_t u);
+/* Batched: load one unclaimed entry of any open batch, scanning the slots
+ * from hint. 0 when there was none; 1 after loading one, with *done the
+ * slot when that completed its unit (the caller hands it on), else NULL. */
+int eachobs__help(eachobs_iter *it, unsigned hint,
+		  struct eachobs__slot **done);
+
+/* hold.c */
+size_t eachobs__hold_spares(bool ordered, unsigned hold);
+/* Allocate the held list and, ordered with hold = K, K spare buffer
+ * descriptors for the caller to point at memory. */
+int eachobs__hold_init(eachobs_iter *it, unsigned hold);
+void eachobs__hold_fini(eachobs_iter *it);
+void eachobs__give_back(eachobs_iter *it, struct eachobs__slot *slot);
+bool eachobs__hold_full(const eachobs_iter *it);
+bool eachobs__hold_has(const eachobs_iter *it,
+		       const struct eachobs__slot *slot);
+const struct eachobs__buf *eachobs__hold_take(eachobs_iter *it,
+					      struct eachobs__slot *slot);
+const struct eachobs__buf *eachobs__hold_find(const eachobs_iter *it,
+					      const void *data);
+int eachobs__hold_release(eachobs_iter *it, const void *data);
+void eachobs__hold_release_auto(eachobs_iter *it);
+
 
 /* pool.c */
 int eachobs__pool_init(eachobs_iter *it, unsigned nthreads);
@@ -269,7 +351,7 @@ void eachobs__ring_worker(eachobs_iter *it, unsigned self);
 
 /* order.c */
 void eachobs__order_init(eachobs_iter *it, size_t chunk);
-void eachobs__order_worker(eachobs_iter *it);
+void eachobs__order_worker(eachobs_iter *it, unsigned self);
 int eachobs__order_next(eachobs_iter *it, struct eachobs__slot **out);
 void eachobs__order_release(eachobs_iter *it, struct eachobs__slot *slot);
 void eachobs__order_fail(eachobs_iter *it, size_t idx);

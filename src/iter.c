@@ -22,8 +22,10 @@ _Static_assert(EACHOBS_MAX_CPU <= CPU_SETSIZE,
 
 struct config {
 	unsigned nthreads;  /* requested or derived */
-	size_t buffersize;
-	size_t stride;
+	size_t buffersize;  /* units */
+	size_t consumer;    /* units the consumer may hold: max(1, hold) */
+	size_t cap;         /* observations per unit */
+	size_t buf_bytes;   /* bytes of one unit, rounded up to 64 */
 };
 
 static size_t ceil_div(size_t a, size_t b)
@@ -41,6 +43,45 @@ static unsigned online_cpus(void)
 					     : (unsigned)c;
 }
 
+static size_t default_buffersize(const eachobs_options *o, unsigned nthreads)
+{
+	size_t per = o->batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD
+				  : EACHOBS_DEFAULT_BUFFER_PER_THREAD;
+	size_t min = o->batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_MIN
+				  : EACHOBS_DEFAULT_BUFFER_MIN;
+	size_t b = per * nthreads;
+
+	return b < min ? min : b;
+}
+
+/* The sizes of one unit's memory, or -EINVAL when they overflow. */
+static int unit_size(const eachobs_dataset *data, const eachobs_options *o,
+		     struct config *cfg)
+{
+	if (o->batchsize > EACHOBS_MAX_BATCHSIZE)
+		return -EINVAL;
+	cfg->cap = o->batchsize ? o->batchsize : 1;
+	if (data->obs_size && cfg->cap > (SIZE_MAX - EACHOBS__CACHELINE) /
+						 data->obs_size)
+		return -EINVAL;
+	cfg->buf_bytes = (cfg->cap * data->obs_size + EACHOBS__CACHELINE - 1) &
+			 ~(size_t)(EACHOBS__CACHELINE - 1);
+	cfg->consumer = o->hold ? o->hold : 1;
+	return 0;
+}
+
+/* Memory for units buffers (data, idx, len, status) must be countable. */
+static bool fits(const struct config *cfg, size_t units)
+{
+	size_t meta = 2 * sizeof(size_t) + sizeof(int);
+
+	if (units > EACHOBS_MAX_SLOTS)
+		return false;
+	if (cfg->buf_bytes && units > SIZE_MAX / cfg->buf_bytes)
+		return false;
+	return units <= SIZE_MAX / meta / cfg->cap;
+}
+
 /* Everything that can be checked before numobs is called. */
 static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 		      const eachobs_options *o, struct config *cfg)
@@ -53,22 +94,15 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 	if ((unsigned)o->executor > (unsigned)EACHOBS_SERIAL ||
 	    (unsigned)o->on_error > (unsigned)EACHOBS_ON_ERROR_SKIP)
 		return -EINVAL;
-	if (o->nthreads > EACHOBS_MAX_THREADS)
+	if (o->nthreads > EACHOBS_MAX_THREADS || o->hold > EACHOBS_MAX_SLOTS)
+		return -EINVAL;
+	if (unit_size(data, o, cfg) < 0)
 		return -EINVAL;
 	cfg->nthreads = o->nthreads ? o->nthreads : online_cpus();
-	cfg->buffersize = o->buffersize;
-	if (!cfg->buffersize) {
-		cfg->buffersize = (size_t)EACHOBS_DEFAULT_BUFFER_PER_THREAD *
-				  cfg->nthreads;
-		if (cfg->buffersize < EACHOBS_DEFAULT_BUFFER_MIN)
-			cfg->buffersize = EACHOBS_DEFAULT_BUFFER_MIN;
-	}
-	if (data->obs_size > SIZE_MAX - EACHOBS__CACHELINE)
-		return -EINVAL;
-	cfg->stride = (data->obs_size + EACHOBS__CACHELINE - 1) &
-		      ~(size_t)(EACHOBS__CACHELINE - 1);
+	cfg->buffersize = o->buffersize ? o->buffersize
+					: default_buffersize(o, cfg->nthreads);
 	if (o->executor == EACHOBS_SERIAL)
-		return 0; /* one slot, no thread: the sizing options are ignored */
+		return fits(cfg, cfg->consumer) ? 0 : -EINVAL;
 	if (o->stack_size && o->stack_size < (size_t)PTHREAD_STACK_MIN)
 		return -EINVAL;
 	if (o->worker_nice < 0 || o->worker_nice > 19)
@@ -79,33 +113,41 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 		if (o->worker_cpus[i] >= EACHOBS_MAX_CPU)
 			return -EINVAL;
 	if (cfg->buffersize > EACHOBS_MAX_SLOTS ||
-	    cfg->buffersize + cfg->nthreads + 1 > EACHOBS_MAX_SLOTS)
-		return -EINVAL;
-	if (cfg->stride &&
-	    cfg->buffersize + cfg->nthreads + 1 > SIZE_MAX / cfg->stride)
+	    !fits(cfg, cfg->buffersize + cfg->nthreads + cfg->consumer))
 		return -EINVAL;
 	return 0;
 }
 
-/* Shape the run once n is known: task size, workers, slots. */
-static unsigned plan(eachobs_iter *it, const eachobs_options *o,
-		     const struct config *cfg)
+/* Units per task: basesize observations, rounded up to whole units. */
+static size_t task_units(const eachobs_iter *it, const eachobs_options *o,
+			 unsigned nthreads)
 {
 	size_t os = o->oversubscription ? o->oversubscription
 					: EACHOBS_DEFAULT_OVERSUBSCRIPTION;
-	size_t n = it->n, workers;
 
-	it->basesize = o->basesize;
-	if (!it->basesize) {
-		/* os * nthreads overflows only where size_t is 32 bits; one
-		 * index per task is the limit it tends to anyway. */
-		size_t tasks = os > SIZE_MAX / cfg->nthreads
-				       ? SIZE_MAX
-				       : os * cfg->nthreads;
-		it->basesize = n ? ceil_div(n, tasks) : 1;
-	}
+	if (o->basesize)
+		return ceil_div(o->basesize, it->cap);
+	/* os * nthreads overflows only where size_t is 32 bits; one unit per
+	 * task is the limit it tends to anyway. */
+	size_t tasks = os > SIZE_MAX / nthreads ? SIZE_MAX : os * nthreads;
+	return it->nunits ? ceil_div(it->nunits, tasks) : 1;
+}
+
+/* Shape the run once n is known: units, task size, workers, slots. */
+static unsigned plan(eachobs_iter *it, const eachobs_options *o,
+		     const struct config *cfg)
+{
+	size_t workers;
+
+	it->batchsize = o->batchsize;
+	it->cap = cfg->cap;
+	it->npos = it->n;
+	if (o->batchsize && o->drop_last)
+		it->npos -= it->n % o->batchsize;
+	it->nunits = ceil_div(it->npos, it->cap);
+	it->basesize = task_units(it, o, cfg->nthreads);
 	it->buffersize = cfg->buffersize;
-	it->stride = cfg->stride;
+	it->buf_bytes = cfg->buf_bytes;
 	it->stack_size = o->stack_size ? o->stack_size
 				       : EACHOBS_DEFAULT_STACK_SIZE;
 	it->worker_nice = o->worker_nice;
@@ -113,8 +155,8 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 	CPU_ZERO(&it->cpus);
 	for (unsigned i = 0; i < o->nworker_cpus; i++)
 		CPU_SET(o->worker_cpus[i], &it->cpus);
-	if (it->executor == EACHOBS_SERIAL || n == 0) {
-		it->nslots = 1;
+	if (it->executor == EACHOBS_SERIAL || it->nunits == 0) {
+		it->nslots = cfg->consumer;
 		return 0;
 	}
 	if (it->ordered) {
@@ -123,18 +165,42 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 		size_t share = cfg->buffersize / (2 * (size_t)cfg->nthreads);
 		size_t chunk = it->basesize < share ? it->basesize : share;
 		eachobs__order_init(it, chunk ? chunk : 1);
-		workers = ceil_div(n, it->order.chunk);
+		workers = ceil_div(it->nunits, it->order.chunk);
 	} else {
-		workers = ceil_div(n, it->basesize);
+		workers = ceil_div(it->nunits, it->basesize);
 	}
+	/* Batched, threads without a unit of their own help fill others'. */
+	if (it->batchsize)
+		workers = it->npos;
 	if (workers > cfg->nthreads)
 		workers = cfg->nthreads;
-	it->nslots = cfg->buffersize + workers + 1;
+	/* Ordered with hold = K, the consumer's K buffers are spares outside
+	 * the window (hold.c). */
+	it->nslots = cfg->buffersize + workers +
+		     (eachobs__hold_spares(it->ordered, o->hold) ? 0
+								  : cfg->consumer);
 	return (unsigned)workers;
 }
 
-static int alloc_slots(eachobs_iter *it)
+static void set_buf(eachobs_iter *it, struct eachobs__buf *b, size_t i,
+		    size_t nbufs)
 {
+	size_t *idx = it->meta, *len = idx + nbufs * it->cap;
+	int *status = (int *)(len + nbufs * it->cap);
+
+	b->data = it->mem + i * it->buf_bytes;
+	b->idx = idx + i * it->cap;
+	b->len = len + i * it->cap;
+	b->status = status + i * it->cap;
+}
+
+/* Every unit buffer there will ever be: one per slot, and the spares. */
+static int alloc_slots(eachobs_iter *it, unsigned hold)
+{
+	size_t nspares = eachobs__hold_spares(it->ordered, hold);
+	size_t nbufs = it->nslots + nspares;
+	int rc;
+
 	it->slots = eachobs__alloc_aligned(it->nslots * sizeof(*it->slots));
 	if (!it->slots)
 		return -ENOMEM;
@@ -144,12 +210,17 @@ static int alloc_slots(eachobs_iter *it)
 		atomic_init(&it->slots[i].turn, 0);
 		eachobs__event_init(&it->slots[i].ev);
 	}
-	it->mem = eachobs__alloc_aligned(it->nslots * it->stride);
-	if (!it->mem)
+	it->mem = eachobs__alloc_aligned(nbufs * it->buf_bytes);
+	it->meta = eachobs__alloc_aligned(nbufs * it->cap *
+					  (2 * sizeof(size_t) + sizeof(int)));
+	if (!it->mem || !it->meta)
 		return -ENOMEM;
 	for (size_t i = 0; i < it->nslots; i++)
-		it->slots[i].data = it->mem + i * it->stride;
-	return 0;
+		set_buf(it, &it->slots[i].b, i, nbufs);
+	rc = eachobs__hold_init(it, hold);
+	for (size_t i = 0; rc == 0 && i < nspares; i++)
+		set_buf(it, &it->hold.spares[i], it->nslots + i, nbufs);
+	return rc;
 }
 
 static void destroy(eachobs_iter *it)
@@ -162,14 +233,16 @@ static void destroy(eachobs_iter *it)
 	eachobs__pool_join(it);
 	eachobs__pool_fini(it);
 	eachobs__ring_fini(it);
+	eachobs__hold_fini(it);
+	eachobs__free(it->meta);
 	eachobs__free(it->mem);
 	eachobs__free(it->slots);
 	eachobs__free(it);
 }
 
-static int start(eachobs_iter *it, unsigned workers)
+static int start(eachobs_iter *it, unsigned workers, unsigned hold)
 {
-	int rc = alloc_slots(it);
+	int rc = alloc_slots(it, hold);
 
 	if (rc == 0 && workers > 0 && !it->ordered)
 		rc = eachobs__ring_init(it);
@@ -203,7 +276,7 @@ int eachobs_parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	eachobs__event_init(&it->ring.ev_room);
 	eachobs__event_init(&it->ring.ev_free);
 	it->n = data->numobs(data->ctx);
-	rc = start(it, plan(it, o, &cfg));
+	rc = start(it, plan(it, o, &cfg), o->hold);
 	if (rc < 0) {
 		destroy(it);
 		return rc;
@@ -212,190 +285,267 @@ int eachobs_parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	return 0;
 }
 
-/* The iterator whose getobs runs on this thread, for eachobs_cancelled.
- * Saved and restored around each call, since a getobs may itself iterate
- * another iterator. */
-static _Thread_local const eachobs_iter *loading;
+/* ---- taking the next unit ------------------------------------------- */
 
-bool eachobs_cancelled(void)
-{
-	return loading && eachobs__closing(loading);
-}
-
-void eachobs__load(eachobs_iter *it, struct eachobs__slot *slot, size_t idx)
-{
-	const eachobs_iter *outer = loading;
-
-	struct eachobs__stats *st = eachobs__tls_stats;
-	uint64_t t0 = eachobs__now_ns();
-
-	loading = it;
-	int rc = it->data.getobs(it->data.ctx, idx, slot->data);
-	loading = outer;
-	if (st) {
-		eachobs__stat_add(&st->getobs_ns, eachobs__now_ns() - t0);
-		eachobs__stat_add(&st->loaded, 1);
-	}
-
-	if (rc > 0)
-		rc = -ERANGE;
-	slot->idx = idx;
-	slot->status = rc;
-	if (rc == 0 || it->skip_errors)
-		return;
-	if (it->ordered)
-		eachobs__order_fail(it, idx);
-	else
-		atomic_store_explicit(&it->stop, true, memory_order_relaxed);
-}
-
-/* What yield returns for a failure it skipped: the caller looks again. */
+/* What accept returns for a unit whose every entry failed and was
+ * skipped: the caller looks again. */
 enum { SKIPPED = 2 };
 
-static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
+static void record_failure(eachobs_iter *it, size_t idx, int code)
 {
-	if (it->executor == EACHOBS_SERIAL)
-		return;
-	if (it->ordered)
-		eachobs__order_release(it, slot);
-	else
-		eachobs__ring_put_free(it, slot);
+	if (it->nfailures < EACHOBS_FAILURES_KEPT)
+		it->failures[it->nfailures] = (eachobs_failure){ idx, code };
+	it->nfailures++;
 }
 
-static int fail(eachobs_iter *it, struct eachobs__slot *slot)
+/* on_error = SKIP: record the failed entries from `bad` on and move the
+ * good ones down over them, so a batch stays contiguous. Only this error
+ * path moves observation bytes. */
+static void compact(eachobs_iter *it, struct eachobs__buf *b, size_t bad)
 {
-	if (it->skip_errors) {
-		if (it->nfailures < EACHOBS_FAILURES_KEPT)
-			it->failures[it->nfailures] = (eachobs_failure){
-				slot->idx, slot->status
-			};
-		it->nfailures++;
-		give_back(it, slot);
-		return SKIPPED;
+	size_t sz = it->data.obs_size, keep = bad;
+
+	for (size_t e = bad; e < b->count; e++) {
+		if (b->status[e] < 0) {
+			record_failure(it, b->idx[e], b->status[e]);
+			continue;
+		}
+		memmove(b->data + keep * sz, b->data + e * sz, sz);
+		b->idx[keep] = b->idx[e];
+		b->len[keep] = b->len[e];
+		b->status[keep] = 0;
+		keep++;
 	}
-	it->err = slot->status;
-	it->err_idx = slot->idx;
-	/* Ordered: nothing past this index is loaded any more, so the slot
-	 * need not be given back. */
-	if (!it->ordered)
-		give_back(it, slot);
-	return it->err;
+	b->count = keep;
 }
 
-/* Hand slot to the caller; a failure becomes the sticky error, or is
- * skipped. */
-static int yield(eachobs_iter *it, struct eachobs__slot *slot,
-		 const void **obs, size_t *idx)
+/*
+ * The consumer took slot over: 1 when it has observations to yield, SKIPPED
+ * when every one failed and was skipped (the slot is given back), or the
+ * first failure's code, which becomes sticky (STOP).
+ */
+static int accept(eachobs_iter *it, struct eachobs__slot *slot)
 {
-	if (slot->status < 0) {
-		int rc = fail(it, slot);
-		if (idx && rc != SKIPPED)
-			*idx = slot->idx;
-		return rc;
+	struct eachobs__buf *b = &slot->b;
+	size_t bad = 0;
+
+	b->count = it->batchsize ? atomic_load_explicit(&slot->count,
+							 memory_order_relaxed)
+				 : 1;
+	while (bad < b->count && b->status[bad] == 0)
+		bad++;
+	if (bad == b->count)
+		return 1;
+	if (!it->skip_errors) {
+		it->err = b->status[bad];
+		it->err_idx = b->idx[bad];
+		/* Ordered: nothing past this unit is loaded any more, so the
+		 * slot need not be given back. */
+		if (!it->ordered)
+			eachobs__give_back(it, slot);
+		return it->err;
 	}
-	if (idx)
-		*idx = slot->idx;
-	it->held = slot;
-	if (obs)
-		*obs = slot->data;
+	compact(it, b, bad);
+	if (b->count > 0)
+		return 1;
+	eachobs__give_back(it, slot);
+	return SKIPPED;
+}
+
+static struct eachobs__slot *serial_slot(eachobs_iter *it)
+{
+	for (size_t i = 0; i < it->nslots; i++)
+		if (!eachobs__hold_has(it, &it->slots[i]))
+			return &it->slots[i];
+	return NULL; /* not reached: the caller checked hold_full */
+}
+
+static int take_serial(eachobs_iter *it, struct eachobs__slot **out)
+{
+	if (it->yielded >= it->nunits)
+		return 0;
+	*out = serial_slot(it);
+	eachobs__fill(it, *out, it->yielded++);
 	return 1;
 }
 
-static int next_serial(eachobs_iter *it, const void **obs, size_t *idx)
-{
-	int rc = SKIPPED;
-
-	while (rc == SKIPPED && it->yielded < it->n) {
-		eachobs__load(it, &it->slots[0], it->yielded++);
-		rc = yield(it, &it->slots[0], obs, idx);
-	}
-	return rc == SKIPPED ? 0 : rc;
-}
-
-static int next_ordered(eachobs_iter *it, const void **obs, size_t *idx)
+/* THREADED consumer, batched, nothing ready: help fill an open batch, or
+ * take a unit and fill it. Returns a unit this call completed, if any;
+ * *progress says whether it loaded anything. */
+static struct eachobs__slot *help_batched(eachobs_iter *it, bool *progress)
 {
 	struct eachobs__slot *slot;
-	int rc = SKIPPED;
+	size_t u;
 
-	if (it->held)
-		eachobs__order_release(it, it->held);
-	it->held = NULL;
-	while (rc == SKIPPED) {
-		if (eachobs__order_next(it, &slot) == 0)
-			return 0;
-		rc = yield(it, slot, obs, idx);
-	}
-	return rc;
-}
-
-/* THREADED consumer with nothing ready: load one pending index itself. */
-static struct eachobs__slot *help_unordered(eachobs_iter *it)
-{
-	struct eachobs__slot *slot;
-	size_t idx;
-
+	*progress = eachobs__help(it, 0, &slot) == 1;
+	if (*progress)
+		return slot;
 	if (atomic_load_explicit(&it->stop, memory_order_relaxed))
 		return NULL;
 	slot = eachobs__ring_try_get_free(it);
 	if (!slot)
 		return NULL;
-	if (!eachobs__pool_take_one(it, &idx)) {
+	if (!eachobs__pool_take_one(it, &u)) {
 		eachobs__ring_put_free(it, slot);
 		return NULL;
 	}
-	eachobs__load(it, slot, idx);
+	*progress = true;
+	return eachobs__fill(it, slot, u) ? slot : NULL;
+}
+
+/* THREADED consumer with nothing ready: load one pending unit itself. */
+static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
+{
+	struct eachobs__slot *slot;
+	size_t u;
+
+	if (it->batchsize)
+		return help_batched(it, progress);
+	*progress = false;
+	if (atomic_load_explicit(&it->stop, memory_order_relaxed))
+		return NULL;
+	slot = eachobs__ring_try_get_free(it);
+	if (!slot)
+		return NULL;
+	if (!eachobs__pool_take_one(it, &u)) {
+		eachobs__ring_put_free(it, slot);
+		return NULL;
+	}
+	*progress = true;
+	eachobs__fill(it, slot, u);
 	return slot;
 }
 
-static int next_unordered(eachobs_iter *it, const void **obs, size_t *idx)
+static int take_unordered(eachobs_iter *it, struct eachobs__slot **out)
 {
-	if (it->held)
-		eachobs__ring_put_free(it, it->held);
-	it->held = NULL;
+	bool progress = false;
+
 	for (;;) {
-		if (it->yielded == it->n)
+		if (it->yielded == it->nunits)
 			return 0;
 		struct eachobs__slot *slot = eachobs__ring_get_ready(it);
 		if (!slot && it->executor == EACHOBS_THREADED)
-			slot = help_unordered(it);
+			slot = help_unordered(it, &progress);
 		if (slot) {
 			it->yielded++;
-			int rc = yield(it, slot, obs, idx);
-			if (rc != SKIPPED)
-				return rc;
-			continue;
+			*out = slot;
+			return 1;
 		}
-		eachobs__ring_wait_ready(it);
+		if (!progress)
+			eachobs__ring_wait_ready(it);
 	}
 }
 
-static int next(eachobs_iter *it, const void **obs, size_t *idx)
+static int take(eachobs_iter *it, struct eachobs__slot **out)
 {
-	if (it->err) {
-		if (idx)
-			*idx = it->err_idx;
-		return it->err;
-	}
 	if (it->executor == EACHOBS_SERIAL)
-		return next_serial(it, obs, idx);
+		return take_serial(it, out);
 	if (it->ordered)
-		return next_ordered(it, obs, idx);
-	return next_unordered(it, obs, idx);
+		return eachobs__order_next(it, out);
+	return take_unordered(it, out);
+}
+
+static bool finished(const eachobs_iter *it)
+{
+	if (it->ordered)
+		return it->order.next >= it->nunits;
+	return it->yielded >= it->nunits;
+}
+
+/* Yield the next unit: 1 with *out, 0 at the end, or < 0. */
+static int next_unit(eachobs_iter *it, const struct eachobs__buf **out)
+{
+	struct eachobs__slot *slot;
+	int rc;
+
+	if (it->err)
+		return it->err;
+	eachobs__hold_release_auto(it);
+	if (finished(it))
+		return 0;
+	if (eachobs__hold_full(it))
+		return -ENOBUFS;
+	do {
+		rc = take(it, &slot);
+		if (rc == 1)
+			rc = accept(it, slot);
+	} while (rc == SKIPPED);
+	if (rc != 1)
+		return rc;
+	*out = eachobs__hold_take(it, slot);
+	it->nyielded += (*out)->count;
+	return 1;
+}
+
+/* next_unit with the consumer's stats. */
+static int next_counted(eachobs_iter *it, const struct eachobs__buf **out)
+{
+	/* Restored on return: a getobs may itself run an iterator. */
+	struct eachobs__stats *outer = eachobs__tls_stats;
+	eachobs__tls_stats = &it->cstats;
+	int rc = next_unit(it, out);
+	eachobs__tls_stats = outer;
+	return rc;
 }
 
 int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx)
 {
+	const struct eachobs__buf *b;
+
 	if (obs)
 		*obs = NULL;
-	if (!it)
+	if (!it || it->batchsize)
 		return -EINVAL;
-	/* Restored on return: a getobs may itself run an iterator. */
-	struct eachobs__stats *outer = eachobs__tls_stats;
-	eachobs__tls_stats = &it->cstats;
-	int rc = next(it, obs, idx);
-	eachobs__tls_stats = outer;
-	it->nyielded += rc == 1;
+	int rc = next_counted(it, &b);
+	if (rc == 1) {
+		if (obs)
+			*obs = b->data;
+		if (idx)
+			*idx = b->idx[0];
+	} else if (rc < 0 && rc == it->err && idx) { /* sticky */
+		*idx = it->err_idx;
+	}
 	return rc;
+}
+
+int eachobs_next_batch(eachobs_iter *it, eachobs_batch *batch)
+{
+	const struct eachobs__buf *b;
+
+	if (!batch)
+		return -EINVAL;
+	memset(batch, 0, sizeof(*batch));
+	if (!it || !it->batchsize)
+		return -EINVAL;
+	int rc = next_counted(it, &b);
+	if (rc == 1) {
+		batch->data = b->data;
+		batch->idx = b->idx;
+		batch->lengths = b->len;
+		batch->count = b->count;
+		it->nbatches++;
+	} else if (rc < 0 && rc == it->err) { /* sticky */
+		batch->idx = &it->err_idx;
+	}
+	return rc;
+}
+
+int eachobs_release(eachobs_iter *it, const void *data)
+{
+	if (!it || !data || it->hold.automatic)
+		return -EINVAL;
+	return eachobs__hold_release(it, data);
+}
+
+int eachobs_obs_length(const eachobs_iter *it, const void *obs, size_t *len)
+{
+	const struct eachobs__buf *b = it && obs ? eachobs__hold_find(it, obs)
+						 : NULL;
+
+	if (!b || !len)
+		return -EINVAL;
+	*len = b->len[0];
+	return 0;
 }
 
 static uint64_t stat(const _Atomic uint64_t *c)
@@ -409,6 +559,7 @@ int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st)
 		return -EINVAL;
 	memset(st, 0, sizeof(*st));
 	st->yielded = it->nyielded;
+	st->batches = it->nbatches;
 	st->skipped = it->nfailures;
 	st->loaded_by_consumer = stat(&it->cstats.loaded);
 	st->consumer_wait_ns = stat(&it->cstats.idle_ns);

@@ -1,6 +1,8 @@
 /*
- * The ordered hand-off: the W = buffersize + workers + 1 slots form a
- * reorder window, slot i % W holding index i.
+ * The ordered hand-off: the W slots (buffersize + workers + 1, or
+ * buffersize + workers when the consumer holds swapped-out buffers: see
+ * hold.c) form a reorder window, slot i % W holding unit i (an observation,
+ * or a batch; "index" below).
  *
  * Work is handed out in index order from one counter (next_claim), a chunk
  * at a time. Index i may be loaded once the consumer has let go of index
@@ -25,7 +27,7 @@
 void eachobs__order_init(eachobs_iter *it, size_t chunk)
 {
 	atomic_init(&it->order.next_claim, 0);
-	atomic_init(&it->order.limit, it->n);
+	atomic_init(&it->order.limit, it->nunits);
 	it->order.chunk = chunk;
 	it->order.next = 0;
 }
@@ -90,22 +92,43 @@ static size_t limit(eachobs_iter *it)
 	return atomic_load_explicit(&it->order.limit, memory_order_relaxed);
 }
 
-/* Load index i into its slot, which must be free, and publish it. */
-static void load_and_publish(eachobs_iter *it, size_t i)
+static void publish(eachobs_iter *it, struct eachobs__slot *slot)
 {
-	struct eachobs__slot *slot = slot_of(it, i);
+	size_t u = atomic_load_explicit(&slot->unit, memory_order_relaxed);
 
-	eachobs__load(it, slot, i);
-	atomic_store_explicit(&slot->turn, free_turn(it, i) + 1,
+	atomic_store_explicit(&slot->turn, free_turn(it, u) + 1,
 			      memory_order_release);
 	eachobs__event_notify(&slot->ev, INT_MAX);
 }
 
-void eachobs__order_worker(eachobs_iter *it)
+/* Load unit u into its slot, which must be free, and publish it unless a
+ * helper completes it (then the helper publishes). */
+static void load_and_publish(eachobs_iter *it, size_t u)
+{
+	struct eachobs__slot *slot = slot_of(it, u);
+
+	if (eachobs__fill(it, slot, u))
+		publish(it, slot);
+}
+
+/* Batched: load one entry of an open batch; false when there is none. */
+static bool help_entry(eachobs_iter *it, unsigned hint)
+{
+	struct eachobs__slot *done;
+
+	if (!it->batchsize || !eachobs__help(it, hint, &done))
+		return false;
+	if (done)
+		publish(it, done);
+	return true;
+}
+
+void eachobs__order_worker(eachobs_iter *it, unsigned self)
 {
 	size_t lo, hi;
 
-	while (claim(it, it->order.chunk, it->n, it->pool.nthreads, &lo, &hi)) {
+	while (claim(it, it->order.chunk, it->nunits, it->pool.nthreads, &lo,
+		     &hi)) {
 		for (size_t i = lo; i < hi; i++) {
 			struct turn_wait w = { it, slot_of(it, i),
 					       free_turn(it, i) };
@@ -118,6 +141,8 @@ void eachobs__order_worker(eachobs_iter *it)
 			load_and_publish(it, i);
 		}
 	}
+	while (help_entry(it, self))
+		;
 }
 
 void eachobs__order_fail(eachobs_iter *it, size_t idx)
@@ -143,6 +168,8 @@ static bool help(eachobs_iter *it)
 	/* next + nslots, saturated: n may be near SIZE_MAX. */
 	if (bound - it->order.next > it->nslots)
 		bound = it->order.next + it->nslots;
+	if (help_entry(it, 0))
+		return true;
 	if (!claim(it, 1, bound, 0, &lo, &hi))
 		return false;
 	load_and_publish(it, lo);
@@ -153,7 +180,7 @@ int eachobs__order_next(eachobs_iter *it, struct eachobs__slot **out)
 {
 	size_t m = it->order.next;
 
-	if (m >= it->n)
+	if (m >= it->nunits)
 		return 0;
 	struct turn_wait w = { it, slot_of(it, m), free_turn(it, m) + 1 };
 	for (;;) {
@@ -181,8 +208,10 @@ int eachobs__order_next(eachobs_iter *it, struct eachobs__slot **out)
 
 void eachobs__order_release(eachobs_iter *it, struct eachobs__slot *slot)
 {
-	/* From 2k + 1 (loaded) to 2k + 2: free for index idx + W. */
-	atomic_store_explicit(&slot->turn, free_turn(it, slot->idx) + 2,
+	size_t u = atomic_load_explicit(&slot->unit, memory_order_relaxed);
+
+	/* From 2k + 1 (loaded) to 2k + 2: free for unit u + W. */
+	atomic_store_explicit(&slot->turn, free_turn(it, u) + 2,
 			      memory_order_release);
 	eachobs__event_notify(&slot->ev, INT_MAX);
 }

@@ -1,7 +1,8 @@
 /*
  * The worker threads and how unordered work is shared among them.
  *
- * The index space [0, n) is cut into tasks of basesize indices, and each
+ * The units to load (observations, or batches), [0, nunits), are cut into
+ * tasks of basesize units (called indices below), and each
  * worker starts with a contiguous run of tasks in its own deque. A deque is
  * just the range [lo, hi) of indices nobody has claimed yet: the owner
  * claims indices one by one from the front, an idle worker steals half of
@@ -50,18 +51,18 @@ static void spread_tasks(eachobs_iter *it)
 {
 	struct eachobs__pool *p = &it->pool;
 	size_t bs = it->basesize;
-	size_t ntasks = it->n / bs + (it->n % bs != 0);
+	size_t ntasks = it->nunits / bs + (it->nunits % bs != 0);
 	size_t q = ntasks / p->nthreads, r = ntasks % p->nthreads;
 
 	for (unsigned j = 0; j < p->nthreads; j++) {
 		size_t t0 = j * q + min_size(j, r);
 		size_t t1 = t0 + q + (j < r);
 		/* t * bs cannot overflow while t < ntasks. */
-		size_t lo = t0 < ntasks ? t0 * bs : it->n;
-		size_t hi = t1 < ntasks ? t1 * bs : it->n;
+		size_t lo = t0 < ntasks ? t0 * bs : it->nunits;
+		size_t hi = t1 < ntasks ? t1 * bs : it->nunits;
 		deque_set(&p->deques[j], lo, hi);
 	}
-	atomic_store_explicit(&p->unclaimed, it->n, memory_order_relaxed);
+	atomic_store_explicit(&p->unclaimed, it->nunits, memory_order_relaxed);
 }
 
 int eachobs__pool_init(eachobs_iter *it, unsigned nthreads)
@@ -257,7 +258,7 @@ static void *worker_main(void *arg)
 	if (eachobs__closing(it))
 		return NULL;
 	if (it->ordered)
-		eachobs__order_worker(it);
+		eachobs__order_worker(it, w->self);
 	else
 		eachobs__ring_worker(it, w->self);
 	return NULL;

@@ -264,19 +264,31 @@ void eachobs__ring_wake_all(eachobs_iter *it)
 	eachobs__event_notify(&it->ring.ev_free, INT_MAX);
 }
 
+/* Batched, with no unit left to take: help fill the open batches. */
+static void help_rest(eachobs_iter *it, unsigned self)
+{
+	struct eachobs__slot *done;
+
+	while (eachobs__help(it, self, &done))
+		if (done && !eachobs__ring_put_ready(it, done))
+			return;
+}
+
 void eachobs__ring_worker(eachobs_iter *it, unsigned self)
 {
-	size_t i;
+	size_t u;
 
-	while (eachobs__pool_claim(it, self, &i)) {
+	while (eachobs__pool_claim(it, self, &u)) {
 		struct eachobs__slot *slot = eachobs__ring_get_free(it);
 		/* Checked right before getobs: once close has begun, no new
 		 * getobs starts. */
 		if (!slot || eachobs__closing(it) ||
 		    atomic_load_explicit(&it->stop, memory_order_relaxed))
-			return;
-		eachobs__load(it, slot, i);
-		if (!eachobs__ring_put_ready(it, slot))
+			break;
+		if (eachobs__fill(it, slot, u) &&
+		    !eachobs__ring_put_ready(it, slot))
 			return;
 	}
+	if (it->batchsize)
+		help_rest(it, self);
 }
