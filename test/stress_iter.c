@@ -64,11 +64,13 @@ static void print_cfg(FILE *f, const struct cfg *c)
 	fprintf(f,
 		"seed=%llu n=%zu obs_size=%zu nthreads=%u buffersize=%zu "
 		"basesize=%zu oversub=%u executor=%d ordered=%d sleep_us=%d "
-		"close_after=%zu fail_at=%zu on_error=%d consumer_us=%d\n",
+		"close_after=%zu fail_at=%zu on_error=%d consumer_us=%d "
+		"batchsize=%zu drop_last=%d hold=%u\n",
 		c->seed, c->n, c->obs_size, c->o.nthreads, c->o.buffersize,
 		c->o.basesize, c->o.oversubscription, (int)c->o.executor,
 		(int)c->o.ordered, c->sleep_us, c->close_after, c->fail_at,
-		(int)c->o.on_error, c->consumer_us);
+		(int)c->o.on_error, c->consumer_us, c->o.batchsize,
+		(int)c->o.drop_last, c->o.hold);
 }
 
 #define CHECK(cond, c, ...)                                                \
@@ -140,20 +142,35 @@ static struct cfg random_cfg(unsigned long long *s)
 	c.o.on_error = next_rand(s) % 2 ? EACHOBS_ON_ERROR_SKIP
 					: EACHOBS_ON_ERROR_STOP;
 	c.consumer_us = next_rand(s) % 5 == 0 ? (int)(next_rand(s) % 100) : 0;
+	if (next_rand(s) % 3 == 0) {
+		static const size_t bss[] = { 1, 3, 16, 64 };
+		c.o.batchsize = bss[next_rand(s) % 4];
+		c.o.drop_last = next_rand(s) % 2;
+	}
+	if (next_rand(s) % 3 == 0)
+		c.o.hold = 1 + (unsigned)(next_rand(s) % 4);
 	return c;
 }
 
+/* The documented bound on observations alive at once: units of memory
+ * (buffersize + workers + max(1, hold); SERIAL max(1, hold)) times the
+ * observations in a unit. */
 static long slot_bound(const struct cfg *c, size_t nthreads_resolved)
 {
+	size_t cap = c->o.batchsize ? c->o.batchsize : 1;
+	size_t hold = c->o.hold ? c->o.hold : 1;
+
 	if (c->o.executor == EACHOBS_SERIAL)
-		return 1;
+		return (long)(hold * cap);
 	size_t b = c->o.buffersize;
 	if (!b) {
-		b = EACHOBS_DEFAULT_BUFFER_PER_THREAD * nthreads_resolved;
-		if (b < EACHOBS_DEFAULT_BUFFER_MIN)
-			b = EACHOBS_DEFAULT_BUFFER_MIN;
+		size_t per = c->o.batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD
+					    : EACHOBS_DEFAULT_BUFFER_PER_THREAD;
+		size_t min = c->o.batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_MIN
+					    : EACHOBS_DEFAULT_BUFFER_MIN;
+		b = per * nthreads_resolved < min ? min : per * nthreads_resolved;
 	}
-	return (long)(b + nthreads_resolved + 1);
+	return (long)((b + nthreads_resolved + hold) * cap);
 }
 
 /* Check the bytes of a held observation. */
@@ -166,6 +183,9 @@ static void check_bytes(const struct cfg *c, const void *obs, size_t idx)
 		      "slot of index %zu byte %zu is %u, expected %u", idx, b,
 		      p[b], pattern(idx, b));
 }
+
+static void run_units(int who, const struct cfg *c, struct ds *d,
+		      eachobs_iter *it);
 
 static void run_one(int who, const struct cfg *c)
 {
@@ -183,7 +203,7 @@ static void run_one(int who, const struct cfg *c)
 						       c->obs_size },
 			      &c->o);
 	CHECK(rc == 0, c, "eachobs_parallel: %s", eachobs_strerror(rc));
-	while (count < c->close_after) {
+	while (!c->o.batchsize && !c->o.hold && count < c->close_after) {
 		if (prev)
 			check_bytes(c, prev, prev_idx); /* unchanged while held */
 		if (prev)
@@ -212,6 +232,10 @@ static void run_one(int who, const struct cfg *c)
 	}
 	if (rc == 1 && prev)
 		note_live(&d, -1);
+	if (c->o.batchsize || c->o.hold) {
+		run_units(who, c, &d, it);
+		goto close;
+	}
 	bool skip = c->o.on_error == EACHOBS_ON_ERROR_SKIP;
 	if (count < c->close_after && (c->fail_at == SIZE_MAX || skip)) {
 		size_t want = c->n - (c->fail_at != SIZE_MAX);
@@ -230,9 +254,10 @@ static void run_one(int who, const struct cfg *c)
 		CHECK(eachobs_next(it, &obs, &again) == -EIO && again == c->fail_at,
 		      c, "error is not sticky");
 	}
+	atomic_fetch_add(&total_observations, (long long)count);
+close:
 	eachobs_close(it);
 	atomic_fetch_add(&total_configs, 1);
-	atomic_fetch_add(&total_observations, (long long)count);
 	atomic_fetch_add(&total_failures, c->fail_at < c->n);
 	CHECK(atomic_load(&d.max_live) <= slot_bound(c, c->o.nthreads), c,
 	      "%ld observations alive at once, bound %ld",
@@ -243,6 +268,150 @@ static void run_one(int who, const struct cfg *c)
 		CHECK(!atomic_load(&d.consumer_ran), c, "consumer ran getobs");
 	free(seen);
 	free(d.calls);
+}
+
+/* ---- batches and hold: units the consumer holds and releases ------- */
+
+struct unit {
+	const void *data;
+	size_t count;
+	size_t *idx; /* copied: the library's array is valid only while held */
+};
+
+struct units_run {
+	const struct cfg *c;
+	struct ds *d;
+	eachobs_iter *it;
+	struct unit *held;
+	unsigned nheld, max;
+	unsigned char *seen;
+	size_t count, expect;
+	unsigned long long rnd;
+};
+
+static void check_unit(const struct units_run *r, const struct unit *u)
+{
+	size_t sz = r->c->obs_size;
+
+	for (size_t j = 0; j < u->count; j++)
+		check_bytes(r->c, (const unsigned char *)u->data + j * sz, u->idx[j]);
+}
+
+static void drop_unit(struct units_run *r, unsigned i, bool release)
+{
+	struct unit *u = &r->held[i];
+
+	check_unit(r, u); /* unchanged while held */
+	note_live(r->d, -(long)u->count);
+	if (release)
+		CHECK(eachobs_release(r->it, u->data) == 0, r->c, "release failed");
+	free(u->idx);
+	*u = r->held[--r->nheld];
+}
+
+/* Take one unit: 1, 0 at the end, or < 0 (with *fidx the failed index). */
+static int take_unit(struct units_run *r, struct unit *u, size_t *fidx)
+{
+	int rc;
+
+	if (r->c->o.batchsize) {
+		eachobs_batch b;
+		rc = eachobs_next_batch(r->it, &b);
+		if (rc < 0 && b.idx)
+			*fidx = b.idx[0];
+		if (rc != 1)
+			return rc;
+		*u = (struct unit){ b.data, b.count, malloc(b.count * sizeof(size_t)) };
+		CHECK(u->idx, r->c, "test out of memory");
+		memcpy(u->idx, b.idx, b.count * sizeof(size_t));
+		return 1;
+	}
+	size_t idx = 0;
+	const void *obs;
+	rc = eachobs_next(r->it, &obs, &idx);
+	*fidx = idx;
+	if (rc != 1)
+		return rc;
+	*u = (struct unit){ obs, 1, malloc(sizeof(size_t)) };
+	CHECK(u->idx, r->c, "test out of memory");
+	u->idx[0] = idx;
+	return 1;
+}
+
+static void accept_unit(struct units_run *r, const struct unit *u)
+{
+	const struct cfg *c = r->c;
+	size_t bs = c->o.batchsize ? c->o.batchsize : 1;
+
+	CHECK(u->count >= 1 && u->count <= bs, c, "unit of %zu", u->count);
+	for (size_t j = 0; j < u->count; j++) {
+		size_t idx = u->idx[j];
+		CHECK(idx < c->n && !r->seen[idx], c, "index %zu twice or out of range", idx);
+		r->seen[idx] = 1;
+		CHECK(idx != c->fail_at, c, "failed index %zu yielded", idx);
+		CHECK(j == 0 || (idx > u->idx[j - 1] && idx / bs == u->idx[0] / bs),
+		      c, "batch entries %zu, %zu", u->idx[j - 1], idx);
+		if (r->expect == c->fail_at)
+			r->expect++;
+		if (c->o.ordered || c->o.executor == EACHOBS_SERIAL)
+			CHECK(idx == r->expect, c, "index %zu, expected %zu", idx, r->expect);
+		r->expect++;
+	}
+	check_unit(r, u);
+	r->count += u->count;
+}
+
+static void run_units(int who, const struct cfg *c, struct ds *d, eachobs_iter *it)
+{
+	size_t npos = c->n, fidx = 0;
+	struct units_run r = { c, d, it, NULL, 0, c->o.hold ? c->o.hold : 1,
+			       calloc(c->n + 1, 1), 0, 0, c->seed };
+	int rc = 0;
+
+	if (c->o.batchsize && c->o.drop_last)
+		npos -= c->n % c->o.batchsize;
+	r.held = calloc(r.max, sizeof(*r.held));
+	CHECK(r.seen && r.held, c, "test out of memory");
+	while (r.count < c->close_after) {
+		struct unit u;
+		if (!c->o.hold && r.nheld)
+			drop_unit(&r, 0, false);
+		rc = take_unit(&r, &u, &fidx);
+		if (rc == -ENOBUFS) {
+			CHECK(r.nheld == r.max, c, "-ENOBUFS with %u held", r.nheld);
+			drop_unit(&r, (unsigned)(next_rand(&r.rnd) % r.nheld), true);
+			continue;
+		}
+		if (rc != 1)
+			break;
+		accept_unit(&r, &u);
+		r.held[r.nheld++] = u;
+		if (c->o.hold && next_rand(&r.rnd) % 2)
+			drop_unit(&r, (unsigned)(next_rand(&r.rnd) % r.nheld), true);
+		atomic_fetch_add(&progress[who], 1);
+		if (c->consumer_us) {
+			struct timespec work = { 0, c->consumer_us * 1000L };
+			nanosleep(&work, NULL);
+		}
+	}
+	bool skip = c->o.on_error == EACHOBS_ON_ERROR_SKIP;
+	bool failed = c->fail_at < npos;
+	if (r.count < c->close_after && (!failed || skip)) {
+		size_t want = npos - failed;
+		CHECK(rc == 0 && r.count == want, c, "ended with %d after %zu of %zu",
+		      rc, r.count, want);
+		CHECK(eachobs_failures(it, NULL, 0) == failed, c, "%zu failures counted",
+		      eachobs_failures(it, NULL, 0));
+	}
+	CHECK(!skip || rc >= 0, c, "skip mode returned %d", rc);
+	if (rc < 0 && failed)
+		CHECK(rc == -EIO && fidx == c->fail_at, c, "error %d at %zu", rc, fidx);
+	CHECK(rc != -EIO || failed, c, "-EIO without a failure");
+	while (r.nheld)
+		drop_unit(&r, 0, false);
+	atomic_fetch_add(&total_observations, (long long)r.count);
+	free(r.held);
+	free(r.seen);
 }
 
 struct consumer_arg {
