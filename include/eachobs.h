@@ -240,6 +240,67 @@ typedef struct eachobs_options {
 	 * go to the workers. Other values: -EINVAL.
 	 */
 	int worker_nice;
+	/**
+	 * Samplers, shuffling and shards. The "order" is the sequence of
+	 * dataset indices one pass visits: indices[0 .. nindices) when
+	 * indices is set, else 0 .. n-1; call its length L. shuffle permutes
+	 * the order, then sharding keeps one shard of it. Whatever the
+	 * sampler, eachobs_next() yields the dataset index in *idx, and
+	 * `ordered` means in this order (after shuffling and sharding), not
+	 * in increasing index order.
+	 *
+	 * indices: NULL means the order 0 .. n-1. Otherwise the dataset
+	 * indices to visit, in this order; repeats are allowed (each visit is
+	 * its own getobs call). The array is not copied and must stay valid
+	 * and unchanged until eachobs_close() returns. An entry >= n gives
+	 * -EINVAL at start (checked in O(nindices)); NULL with nindices > 0
+	 * gives -EINVAL.
+	 */
+	const size_t *indices;
+	/** Entries in indices; 0 with indices set: an empty order. */
+	size_t nindices;
+	/**
+	 * false: visit the order as it is. true: visit a permutation of it
+	 * that depends only on (the order, seed, epoch): the same on every
+	 * machine, for every nthreads and executor; different from epoch to
+	 * epoch. It needs no memory that grows with L (a keyed bijection of
+	 * [0, L) computed per position), so L may be 2^40 or more.
+	 */
+	bool shuffle;
+	/** Shuffle key; 0 is a seed like any other. Ignored unless shuffle. */
+	unsigned long long seed;
+	/**
+	 * The pass number: bump it each epoch for a fresh permutation with
+	 * the same seed. 0 is an epoch like any other. Ignored unless
+	 * shuffle.
+	 */
+	unsigned long long epoch;
+	/**
+	 * The shard this iteration visits; 0: the first (and, with
+	 * shard_count 0 or 1, the only one).
+	 *
+	 * Shards for distributed training, as PyTorch's DistributedSampler
+	 * makes them: with shard_count > 1 the (shuffled) order is dealt out
+	 * to shard_count shards of equal length, shard s taking positions
+	 * s, s + shard_count, s + 2 * shard_count, ..., and this iteration
+	 * visits shard shard_index only. Every shard has ceil(L / shard_count)
+	 * positions: the order is padded by wrapping around to its start
+	 * (repeatedly when L < shard_count; L = 0 gives empty shards). With
+	 * drop_last it is truncated instead, and every shard has
+	 * floor(L / shard_count). Shards are disjoint apart from the padding;
+	 * under shuffle they change from epoch to epoch. shard_index >=
+	 * shard_count gives -EINVAL when shard_count > 1; otherwise it is
+	 * ignored.
+	 */
+	unsigned shard_index;
+	/** Shards in all; 0 or 1: no sharding. */
+	unsigned shard_count;
+	/**
+	 * false: shards pad by wrapping around (see shard_index). true:
+	 * shards truncate the order to a multiple of shard_count. (Batches
+	 * will use this field too, to drop a final partial batch.)
+	 */
+	bool drop_last;
 } eachobs_options;
 
 /** CPU numbers in eachobs_options.worker_cpus must be below this. */
@@ -439,6 +500,29 @@ EACHOBS_API size_t eachobs_failures(const eachobs_iter *it,
  * Thread: any; never blocks (a thread-local load and an atomic load).
  */
 EACHOBS_API bool eachobs_cancelled(void);
+
+/**
+ * A seed for observation idx's own random numbers (augmentation), so that
+ * what getobs() draws depends only on (seed, epoch, idx), never on which
+ * thread loads idx, when, or under which executor.
+ *
+ * A pure, well-mixed 64-bit hash: every output bit flips with probability
+ * about 1/2 when any input bit flips, so neighbouring indices and epochs get
+ * unrelated seeds. The same inputs give the same value on every machine and
+ * in every version that does not say otherwise. A getobs() typically seeds
+ * its generator with eachobs_seed(seed, epoch, idx), using the seed and
+ * epoch it was given in eachobs_options.
+ *
+ * @param seed   the run's seed.
+ * @param epoch  the pass number.
+ * @param idx    the dataset index being loaded.
+ * @return the seed; any 64-bit value, 0 included.
+ *
+ * Thread: any; never blocks (a few multiplications).
+ */
+EACHOBS_API unsigned long long eachobs_seed(unsigned long long seed,
+					    unsigned long long epoch,
+					    size_t idx);
 
 /**
  * A readable message for a code returned by this library or passed through
