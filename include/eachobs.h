@@ -97,12 +97,17 @@ typedef struct eachobs_dataset {
 	size_t (*numobs)(void *ctx);
 	/**
 	 * Write observation idx into obs, which points to obs_size bytes owned by
-	 * the library (aligned to 64 bytes; NULL-free even when obs_size is 0).
-	 * Called exactly once for every idx in [0, n) unless the iteration stops
-	 * early (close or error). Calls for different indices run concurrently on
+	 * the library (aligned to 64 bytes; NULL-free even when obs_size is 0;
+	 * inside a batch, obs is the observation's place obs_size bytes after
+	 * the previous one, so it is only as aligned as obs_size allows).
+	 * Called exactly once for every position of the iteration order: by
+	 * default every idx in [0, n) once; with a sampler (indices, shards)
+	 * once per visit, so an index listed twice is loaded twice. Calls stop
+	 * early on close or error. Calls for different indices run concurrently on
 	 * different threads, so getobs must be thread-safe for distinct indices.
-	 * Return 0 on success or a negative code; the first failure (in index
-	 * order when ordered) is reported by eachobs_next() with its index. A
+	 * Return 0 on success or a negative code; the first failure (in
+	 * iteration order when ordered) is reported by eachobs_next() with its
+	 * index. A
 	 * positive return value breaks this contract and is reported as -ERANGE.
 	 * Required.
 	 */
@@ -195,12 +200,14 @@ typedef struct eachobs_options {
 	/** Who runs getobs(); EACHOBS_THREADED by default. */
 	eachobs_executor executor;
 	/**
-	 * Yield in increasing index order. Workers then take indices from one
-	 * shared counter in index order instead of stealing ranges, and the
-	 * buffersize + nthreads + 1 slots form a reorder window: index i may be
-	 * loaded once index i - (buffersize + nthreads + 1) has been released by
-	 * the consumer, so memory stays bounded and the index the consumer waits
-	 * for is always being loaded. A slow observation holds up the window
+	 * Yield in iteration order: increasing index order by default, the
+	 * sampler's order with indices, shuffle or shards (positions below).
+	 * Workers then take positions from one shared counter in order
+	 * instead of stealing ranges, and the buffersize + nthreads + 1 slots
+	 * form a reorder window: position i may be loaded once position
+	 * i - (buffersize + nthreads + 1) has been released by the consumer,
+	 * so memory stays bounded and the position the consumer waits for is
+	 * always being loaded. A slow observation holds up the window
 	 * behind it; with many more threads than cores, raise buffersize
 	 * (eachobs_get_stats: max_waiting at the window size).
 	 */
@@ -257,8 +264,11 @@ typedef struct eachobs_options {
 	 */
 	size_t batchsize;
 	/**
-	 * Drop a final batch smaller than batchsize: its observations are
-	 * never loaded. Ignored when batchsize is 0.
+	 * Drop what does not divide evenly. With batchsize > 0: a final
+	 * batch smaller than batchsize (its observations are never loaded).
+	 * With shard_count > 1: the order is truncated to a multiple of
+	 * shard_count instead of padded (see shard_index); batches are then
+	 * cut from the shard.
 	 */
 	bool drop_last;
 	/**
@@ -273,6 +283,61 @@ typedef struct eachobs_options {
 	 * EACHOBS_MAX_SLOTS.
 	 */
 	unsigned hold;
+	/**
+	 * Samplers, shuffling and shards. The "order" is the sequence of
+	 * dataset indices one pass visits: indices[0 .. nindices) when
+	 * indices is set, else 0 .. n-1; call its length L. shuffle permutes
+	 * the order, then sharding keeps one shard of it. Whatever the
+	 * sampler, eachobs_next() yields the dataset index in *idx, and
+	 * `ordered` means in this order (after shuffling and sharding), not
+	 * in increasing index order.
+	 *
+	 * indices: NULL means the order 0 .. n-1. Otherwise the dataset
+	 * indices to visit, in this order; repeats are allowed (each visit is
+	 * its own getobs call). The array is not copied and must stay valid
+	 * and unchanged until eachobs_close() returns. An entry >= n gives
+	 * -EINVAL at start (checked in O(nindices)); NULL with nindices > 0
+	 * gives -EINVAL.
+	 */
+	const size_t *indices;
+	/** Entries in indices; 0 with indices set: an empty order. */
+	size_t nindices;
+	/**
+	 * false: visit the order as it is. true: visit a permutation of it
+	 * that depends only on (the order, seed, epoch): the same on every
+	 * machine, for every nthreads and executor; different from epoch to
+	 * epoch. It needs no memory that grows with L (a keyed bijection of
+	 * [0, L) computed per position), so L may be 2^40 or more.
+	 */
+	bool shuffle;
+	/** Shuffle key; 0 is a seed like any other. Ignored unless shuffle. */
+	unsigned long long seed;
+	/**
+	 * The pass number: bump it each epoch for a fresh permutation with
+	 * the same seed. 0 is an epoch like any other. Ignored unless
+	 * shuffle.
+	 */
+	unsigned long long epoch;
+	/**
+	 * The shard this iteration visits; 0: the first (and, with
+	 * shard_count 0 or 1, the only one).
+	 *
+	 * Shards for distributed training, as PyTorch's DistributedSampler
+	 * makes them: with shard_count > 1 the (shuffled) order is dealt out
+	 * to shard_count shards of equal length, shard s taking positions
+	 * s, s + shard_count, s + 2 * shard_count, ..., and this iteration
+	 * visits shard shard_index only. Every shard has ceil(L / shard_count)
+	 * positions: the order is padded by wrapping around to its start
+	 * (repeatedly when L < shard_count; L = 0 gives empty shards). With
+	 * drop_last it is truncated instead, and every shard has
+	 * floor(L / shard_count). Shards are disjoint apart from the padding;
+	 * under shuffle they change from epoch to epoch. shard_index >=
+	 * shard_count gives -EINVAL when shard_count > 1; otherwise it is
+	 * ignored.
+	 */
+	unsigned shard_index;
+	/** Shards in all; 0 or 1: no sharding. */
+	unsigned shard_count;
 } eachobs_options;
 
 /** CPU numbers in eachobs_options.worker_cpus must be below this. */
@@ -332,8 +397,11 @@ typedef struct eachobs_iter eachobs_iter;
  *           stack_size is non-zero and below PTHREAD_STACK_MIN,
  *           worker_nice is outside 0..19, a worker_cpus entry is not below
  *           EACHOBS_MAX_CPU or worker_cpus is NULL with nworker_cpus > 0,
+ *           batchsize exceeds EACHOBS_MAX_BATCHSIZE, hold exceeds
+ *           EACHOBS_MAX_SLOTS, an indices entry is not below n, indices
+ *           is NULL with nindices > 0, shard_index >= shard_count > 1,
  *           or the slot count or slot memory would overflow
- *           (buffersize + nthreads + 1 > EACHOBS_MAX_SLOTS);
+ *           (buffersize + nthreads + max(1, hold) > EACHOBS_MAX_SLOTS);
  *   -ENOMEM when an allocation fails;
  *   -EAGAIN when a thread cannot be created (resource limits, or a
  *           stack_size the system cannot provide).
@@ -571,6 +639,29 @@ EACHOBS_API size_t eachobs_failures(const eachobs_iter *it,
  * Thread: any; never blocks (a thread-local load and an atomic load).
  */
 EACHOBS_API bool eachobs_cancelled(void);
+
+/**
+ * A seed for observation idx's own random numbers (augmentation), so that
+ * what getobs() draws depends only on (seed, epoch, idx), never on which
+ * thread loads idx, when, or under which executor.
+ *
+ * A pure, well-mixed 64-bit hash: every output bit flips with probability
+ * about 1/2 when any input bit flips, so neighbouring indices and epochs get
+ * unrelated seeds. The same inputs give the same value on every machine and
+ * in every version that does not say otherwise. A getobs() typically seeds
+ * its generator with eachobs_seed(seed, epoch, idx), using the seed and
+ * epoch it was given in eachobs_options.
+ *
+ * @param seed   the run's seed.
+ * @param epoch  the pass number.
+ * @param idx    the dataset index being loaded.
+ * @return the seed; any 64-bit value, 0 included.
+ *
+ * Thread: any; never blocks (a few multiplications).
+ */
+EACHOBS_API unsigned long long eachobs_seed(unsigned long long seed,
+					    unsigned long long epoch,
+					    size_t idx);
 
 /**
  * A readable message for a code returned by this library or passed through

@@ -7,6 +7,7 @@
  *   pool.c   worker threads, per-worker deques of index ranges, stealing
  *   ring.c   unordered hand-off: slots through two ck_rings, with credits
  *   order.c  ordered hand-off: the slots as a reorder window
+ *   sampler.c which dataset index each position visits (shuffle, shards)
  *   load.c   running getobs: one observation, or a batch several threads fill
  *   hold.c   what the consumer holds, and eachobs_release
  *   iter.c   the public iterator: validation, defaults, start, next, close
@@ -16,6 +17,7 @@
 #define EACHOBS_INTERNAL_H
 
 #include "eachobs.h"
+#include "sampler.h"
 
 #include <ck_ring.h>
 #include <pthread.h>
@@ -243,7 +245,8 @@ struct eachobs_iter {
 	/* Fixed at start. */
 	eachobs_dataset data;
 	size_t n;          /* numobs() */
-	size_t npos;       /* positions iterated (after drop_last) */
+	struct eachobs__sampler sampler;
+	size_t npos;       /* positions iterated (after shards, drop_last) */
 	size_t nunits;     /* what is handed over: observations, or batches */
 	size_t batchsize;  /* 0: unbatched */
 	size_t cap;        /* observations per unit: batchsize, or 1 */
@@ -290,8 +293,7 @@ static inline bool eachobs__closing(const eachobs_iter *it)
 /* The dataset index at a position of the iteration order. */
 static inline size_t eachobs__index_at(const eachobs_iter *it, size_t pos)
 {
-	(void)it;
-	return pos;
+	return eachobs__sampler_index(&it->sampler, pos);
 }
 
 /* load.c */

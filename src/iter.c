@@ -141,9 +141,9 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 
 	it->batchsize = o->batchsize;
 	it->cap = cfg->cap;
-	it->npos = it->n;
+	it->npos = eachobs__sampler_len(&it->sampler);
 	if (o->batchsize && o->drop_last)
-		it->npos -= it->n % o->batchsize;
+		it->npos -= it->npos % o->batchsize;
 	it->nunits = ceil_div(it->npos, it->cap);
 	it->basesize = task_units(it, o, cfg->nthreads);
 	it->buffersize = cfg->buffersize;
@@ -276,7 +276,9 @@ int eachobs_parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	eachobs__event_init(&it->ring.ev_room);
 	eachobs__event_init(&it->ring.ev_free);
 	it->n = data->numobs(data->ctx);
-	rc = start(it, plan(it, o, &cfg), o->hold);
+	rc = eachobs__sampler_init(&it->sampler, it->n, o);
+	if (rc == 0)
+		rc = start(it, plan(it, o, &cfg), o->hold);
 	if (rc < 0) {
 		destroy(it);
 		return rc;
