@@ -154,6 +154,9 @@ typedef enum eachobs_on_error {
 	EACHOBS_ON_ERROR_SKIP,
 } eachobs_on_error;
 
+/** A set of persistent worker threads that iterators borrow; opaque. */
+typedef struct eachobs_pool eachobs_pool;
+
 /**
  * Options. All-zero (or a NULL pointer) means every default; use designated
  * initializers: `eachobs_options o = { .nthreads = 8, .ordered = true };`
@@ -284,6 +287,20 @@ typedef struct eachobs_options {
 	 */
 	unsigned hold;
 	/**
+	 * NULL: the iterator creates its worker threads and joins them at
+	 * close. Else a pool (eachobs_pool_create()) whose idle threads the
+	 * iterator borrows as workers and gives back at close, so epoch after
+	 * epoch starts without creating threads. nthreads 0 then means the
+	 * pool's size. When fewer threads are idle than the iterator has
+	 * workers (another iterator holds them), it creates its own for the
+	 * rest instead of waiting, so iterators sharing a pool never wait for
+	 * each other. Borrowed threads keep the pool's stack size (the
+	 * default), CPUs and priority: stack_size, worker_cpus and worker_nice
+	 * apply only to threads the iterator creates. The pool must outlive
+	 * the iterator.
+	 */
+	eachobs_pool *pool;
+	/**
 	 * Samplers, shuffling and shards. The "order" is the sequence of
 	 * dataset indices one pass visits: indices[0 .. nindices) when
 	 * indices is set, else 0 .. n-1; call its length L. shuffle permutes
@@ -379,6 +396,31 @@ typedef struct eachobs_failure {
 
 /** An iterator; opaque. */
 typedef struct eachobs_iter eachobs_iter;
+
+/**
+ * Create a pool of nthreads persistent worker threads, asleep until an
+ * iterator borrows them (eachobs_options.pool).
+ *
+ * @param pool      receives the pool; NULL on failure.
+ * @param nthreads  1 .. EACHOBS_MAX_THREADS.
+ * @return 0; -EINVAL when pool is NULL or nthreads is 0 or above
+ *   EACHOBS_MAX_THREADS; -ENOMEM; -EAGAIN when a thread cannot be created
+ *   (the ones started are joined, nothing is left allocated).
+ *
+ * Thread: any. Blocks only to create threads.
+ */
+EACHOBS_API int eachobs_pool_create(eachobs_pool **pool, unsigned nthreads);
+
+/**
+ * Stop and free a pool. Waits until every iterator that uses it has been
+ * closed, then joins its threads.
+ *
+ * @param pool  the pool, or NULL (then nothing happens).
+ *
+ * Thread: any thread that is not the consumer of an open iterator on this
+ * pool (it would wait for itself). Blocks until those iterators close.
+ */
+EACHOBS_API void eachobs_pool_destroy(eachobs_pool *pool);
 
 /**
  * Start loading a dataset.

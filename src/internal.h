@@ -207,7 +207,8 @@ struct eachobs__worker {
 	struct eachobs__stats stats; /* first: it is cache-line aligned */
 	eachobs_iter *it;
 	unsigned self;
-	pthread_t thread;
+	bool borrowed;               /* runs on a thread of an eachobs_pool */
+	pthread_t thread;            /* when not borrowed */
 };
 
 struct eachobs__pool {
@@ -215,6 +216,10 @@ struct eachobs__pool {
 	struct eachobs__worker *workers;
 	unsigned nthreads;             /* workers to start */
 	unsigned nstarted;             /* workers started */
+	/* The eachobs_pool lending threads, or NULL; `borrowed` counts the
+	 * lent threads still running a worker, under lender->lock. */
+	eachobs_pool *lender;
+	unsigned borrowed;
 	/* Indices still in some deque; a worker leaves when it reaches 0. */
 	_Atomic size_t unclaimed EACHOBS__ALIGNED;
 	/* Workers wait on `ev_go` for `go` so that nothing loads before
@@ -222,6 +227,19 @@ struct eachobs__pool {
 	_Atomic bool go;
 	struct eachobs__event ev_go;
 };
+
+/* ---- threads.c: persistent threads an eachobs_pool lends ------------- */
+
+/* Run worker w on the calling thread until its iterator is done with it. */
+void eachobs__worker_run(struct eachobs__worker *w);
+/* Count it as a user of pool (eachobs_pool_destroy waits for none). */
+void eachobs__lender_attach(eachobs_pool *pool);
+void eachobs__lender_detach(eachobs_pool *pool);
+unsigned eachobs__lender_size(const eachobs_pool *pool);
+/* Hand worker w to an idle thread of pool; false when none is idle. */
+bool eachobs__lender_borrow(eachobs_pool *pool, struct eachobs__worker *w);
+/* Wait until no thread of pool runs a worker of it. */
+void eachobs__lender_wait(eachobs_pool *pool, eachobs_iter *it);
 
 /* ---- hold.c: what the consumer holds ---------------------------------- */
 

@@ -98,7 +98,9 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 		return -EINVAL;
 	if (unit_size(data, o, cfg) < 0)
 		return -EINVAL;
-	cfg->nthreads = o->nthreads ? o->nthreads : online_cpus();
+	cfg->nthreads = o->nthreads ? o->nthreads
+		      : o->pool	 ? eachobs__lender_size(o->pool)
+				 : online_cpus();
 	cfg->buffersize = o->buffersize ? o->buffersize
 					: default_buffersize(o, cfg->nthreads);
 	if (o->executor == EACHOBS_SERIAL)
@@ -231,6 +233,8 @@ static void destroy(eachobs_iter *it)
 	if (it->slots)
 		eachobs__order_wake_all(it);
 	eachobs__pool_join(it);
+	if (it->pool.lender)
+		eachobs__lender_detach(it->pool.lender);
 	eachobs__pool_fini(it);
 	eachobs__ring_fini(it);
 	eachobs__hold_fini(it);
@@ -271,6 +275,9 @@ int eachobs_parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	it->executor = o->executor;
 	it->ordered = o->ordered && o->executor != EACHOBS_SERIAL;
 	it->skip_errors = o->on_error == EACHOBS_ON_ERROR_SKIP;
+	it->pool.lender = o->pool;
+	if (o->pool)
+		eachobs__lender_attach(o->pool);
 	eachobs__event_init(&it->pool.ev_go);
 	eachobs__event_init(&it->ring.ev_ready);
 	eachobs__event_init(&it->ring.ev_room);

@@ -244,24 +244,53 @@ static bool go_or_closing(const void *arg)
 	       eachobs__closing(it);
 }
 
-static void *worker_main(void *arg)
+void eachobs__worker_run(struct eachobs__worker *w)
 {
-	struct eachobs__worker *w = arg;
 	eachobs_iter *it = w->it;
 
 	eachobs__tls_stats = &w->stats;
+	eachobs__event_wait_timed(&it->pool.ev_go, go_or_closing, it, 0);
+	if (!eachobs__closing(it)) {
+		if (it->ordered)
+			eachobs__order_worker(it, w->self);
+		else
+			eachobs__ring_worker(it, w->self);
+	}
+	/* A lent thread goes on to other iterators. */
+	eachobs__tls_stats = NULL;
+}
+
+static void *worker_main(void *arg)
+{
+	struct eachobs__worker *w = arg;
+
 	/* Raising one's own nice value needs no privilege, so this cannot
 	 * fail for the values check_args lets through. */
-	if (it->worker_nice)
-		setpriority(PRIO_PROCESS, (id_t)gettid(), it->worker_nice);
-	eachobs__event_wait_timed(&it->pool.ev_go, go_or_closing, it, 0);
-	if (eachobs__closing(it))
-		return NULL;
-	if (it->ordered)
-		eachobs__order_worker(it, w->self);
-	else
-		eachobs__ring_worker(it, w->self);
+	if (w->it->worker_nice)
+		setpriority(PRIO_PROCESS, (id_t)gettid(), w->it->worker_nice);
+	eachobs__worker_run(w);
 	return NULL;
+}
+
+/* Worker j on a thread of the lending pool if one is idle, else on a
+ * thread of its own. */
+static int start_worker(eachobs_iter *it, unsigned j)
+{
+	struct eachobs__pool *p = &it->pool;
+	struct eachobs__worker *w = &p->workers[j];
+
+	w->it = it;
+	w->self = j;
+	/* Set before the lent thread can start on w, and undone if none. */
+	w->borrowed = p->lender != NULL;
+	if (w->borrowed && eachobs__lender_borrow(p->lender, w))
+		return 0;
+	w->borrowed = false;
+	if (eachobs__thread_create(&w->thread, it->stack_size,
+				   it->pin ? &it->cpus : NULL, worker_main,
+				   w) != 0)
+		return -EAGAIN; /* the caller closes and joins */
+	return 0;
 }
 
 int eachobs__pool_start(eachobs_iter *it)
@@ -269,13 +298,9 @@ int eachobs__pool_start(eachobs_iter *it)
 	struct eachobs__pool *p = &it->pool;
 
 	for (unsigned j = 0; j < p->nthreads; j++) {
-		p->workers[j].it = it;
-		p->workers[j].self = j;
-		if (eachobs__thread_create(&p->workers[j].thread,
-					   it->stack_size,
-					   it->pin ? &it->cpus : NULL,
-					   worker_main, &p->workers[j]) != 0)
-			return -EAGAIN; /* the caller closes and joins */
+		int rc = start_worker(it, j);
+		if (rc < 0)
+			return rc;
 		p->nstarted++;
 	}
 	atomic_store_explicit(&p->go, true, memory_order_release);
@@ -291,7 +316,10 @@ void eachobs__pool_wake_all(eachobs_iter *it)
 void eachobs__pool_join(eachobs_iter *it)
 {
 	for (unsigned j = 0; j < it->pool.nstarted; j++)
-		pthread_join(it->pool.workers[j].thread, NULL);
+		if (!it->pool.workers[j].borrowed)
+			pthread_join(it->pool.workers[j].thread, NULL);
+	if (it->pool.lender)
+		eachobs__lender_wait(it->pool.lender, it);
 	it->pool.nstarted = 0;
 }
 

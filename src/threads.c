@@ -1,0 +1,184 @@
+/*
+ * Persistent threads: an eachobs_pool keeps nthreads threads asleep between
+ * iterators and lends them out as workers, so an epoch starts without
+ * creating threads (16 pthread_create calls cost 0.4-1 ms here; waking 16
+ * sleeping threads costs a few microseconds each).
+ *
+ * An iterator borrows as many idle threads as it has workers and creates
+ * its own for any shortfall. Creating rather than waiting is what keeps
+ * several iterators on one pool from deadlocking: a validation iterator
+ * started while the training iterator holds every pool thread would
+ * otherwise wait for threads that are themselves blocked on a full buffer
+ * the consumer is not draining.
+ *
+ * A lent thread runs one worker to its end, then, under the pool's lock,
+ * counts itself out of its iterator (pool.borrowed) and goes back to the
+ * idle stack. The iterator's close waits under the same lock for that
+ * count to reach 0, so no lent thread touches an iterator after close.
+ *
+ * Lock order: pool->lock is never held while a worker runs or while any
+ * iterator lock is taken.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct lent {
+	pthread_t thread;
+	eachobs_pool *pool;
+	struct eachobs__worker *job; /* under pool->lock */
+	pthread_cond_t wake;
+};
+
+struct eachobs_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t done;   /* a job ended, or a user left */
+	unsigned nthreads;     /* started */
+	unsigned nidle;
+	unsigned users;        /* iterators attached */
+	bool exiting;
+	struct lent *threads;
+	unsigned *idle;        /* stack of indices into threads */
+};
+
+static void *lent_main(void *arg)
+{
+	struct lent *self = arg;
+	eachobs_pool *p = self->pool;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!self->job && !p->exiting)
+			pthread_cond_wait(&self->wake, &p->lock);
+		struct eachobs__worker *w = self->job;
+		if (!w)
+			break;
+		pthread_mutex_unlock(&p->lock);
+		eachobs__worker_run(w);
+		pthread_mutex_lock(&p->lock);
+		self->job = NULL;
+		w->it->pool.borrowed--;
+		p->idle[p->nidle++] = (unsigned)(self - p->threads);
+		pthread_cond_broadcast(&p->done);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* Stop and join the started threads, free everything. */
+static void teardown(eachobs_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->exiting = true;
+	for (unsigned i = 0; i < p->nthreads; i++)
+		pthread_cond_signal(&p->threads[i].wake);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i].thread, NULL);
+	if (p->threads)
+		for (unsigned i = 0; i < p->nthreads; i++)
+			pthread_cond_destroy(&p->threads[i].wake);
+	pthread_cond_destroy(&p->done);
+	pthread_mutex_destroy(&p->lock);
+	eachobs__free(p->idle);
+	eachobs__free(p->threads);
+	eachobs__free(p);
+}
+
+static int start_threads(eachobs_pool *p, unsigned nthreads)
+{
+	for (unsigned i = 0; i < nthreads; i++) {
+		struct lent *t = &p->threads[i];
+		t->pool = p;
+		pthread_cond_init(&t->wake, NULL);
+		if (eachobs__thread_create(&t->thread,
+					   EACHOBS_DEFAULT_STACK_SIZE, NULL,
+					   lent_main, t) != 0) {
+			pthread_cond_destroy(&t->wake);
+			return -EAGAIN;
+		}
+		p->nthreads++;
+		p->idle[p->nidle++] = i;
+	}
+	return 0;
+}
+
+int eachobs_pool_create(eachobs_pool **poolp, unsigned nthreads)
+{
+	if (!poolp)
+		return -EINVAL;
+	*poolp = NULL;
+	if (nthreads == 0 || nthreads > EACHOBS_MAX_THREADS)
+		return -EINVAL;
+	eachobs_pool *p = eachobs__calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->done, NULL);
+	p->threads = eachobs__calloc(nthreads, sizeof(*p->threads));
+	p->idle = eachobs__calloc(nthreads, sizeof(*p->idle));
+	int rc = p->threads && p->idle ? start_threads(p, nthreads) : -ENOMEM;
+	if (rc < 0) {
+		teardown(p);
+		return rc;
+	}
+	*poolp = p;
+	return 0;
+}
+
+void eachobs_pool_destroy(eachobs_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	while (p->users > 0)
+		pthread_cond_wait(&p->done, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	teardown(p);
+}
+
+void eachobs__lender_attach(eachobs_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->users++;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void eachobs__lender_detach(eachobs_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->users--;
+	pthread_cond_broadcast(&p->done);
+	pthread_mutex_unlock(&p->lock);
+}
+
+unsigned eachobs__lender_size(const eachobs_pool *p)
+{
+	return p->nthreads;
+}
+
+bool eachobs__lender_borrow(eachobs_pool *p, struct eachobs__worker *w)
+{
+	bool got = false;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->nidle > 0) {
+		struct lent *t = &p->threads[p->idle[--p->nidle]];
+		t->job = w;
+		w->it->pool.borrowed++;
+		pthread_cond_signal(&t->wake);
+		got = true;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return got;
+}
+
+void eachobs__lender_wait(eachobs_pool *p, eachobs_iter *it)
+{
+	pthread_mutex_lock(&p->lock);
+	while (it->pool.borrowed > 0)
+		pthread_cond_wait(&p->done, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,292 @@
+/*
+ * Persistent pools (eachobs_pool_create, eachobs_options.pool): one test
+ * per promise of include/eachobs.h.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include "eachobs.h"
+#include "fault.h"
+#include "helpers.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(pool, .init = deadline, .timeout = 60);
+
+#define MAX_TIDS 64
+
+/* getobs writes idx and records which threads ran it. */
+struct pd {
+	size_t n;
+	pthread_t consumer;
+	pthread_mutex_t lock;
+	pthread_t tids[MAX_TIDS];
+	unsigned ntids;
+	atomic_uint *calls;
+};
+
+static size_t pd_numobs(void *ctx)
+{
+	return ((struct pd *)ctx)->n;
+}
+
+static int pd_getobs(void *ctx, size_t idx, void *obs)
+{
+	struct pd *d = ctx;
+	pthread_t me = pthread_self();
+	bool known = pthread_equal(me, d->consumer);
+
+	memcpy(obs, &idx, sizeof(idx));
+	atomic_fetch_add(&d->calls[idx], 1);
+	pthread_mutex_lock(&d->lock);
+	for (unsigned i = 0; i < d->ntids && !known; i++)
+		known = pthread_equal(d->tids[i], me);
+	if (!known && d->ntids < MAX_TIDS)
+		d->tids[d->ntids++] = me;
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
+
+static void pd_init(struct pd *d, size_t n)
+{
+	memset(d, 0, sizeof(*d));
+	d->n = n;
+	d->consumer = pthread_self();
+	pthread_mutex_init(&d->lock, NULL);
+	d->calls = calloc(n ? n : 1, sizeof(*d->calls));
+}
+
+static void pd_fini(struct pd *d)
+{
+	pthread_mutex_destroy(&d->lock);
+	free(d->calls);
+}
+
+static eachobs_dataset pd_dataset(struct pd *d)
+{
+	return (eachobs_dataset){ d, pd_numobs, pd_getobs, sizeof(size_t) };
+}
+
+/* Drain it; every index below n exactly once. */
+static void drain_all(eachobs_iter *it, struct pd *d, bool batched)
+{
+	size_t got = 0;
+	int rc;
+
+	if (batched) {
+		eachobs_batch b;
+		while ((rc = eachobs_next_batch(it, &b)) == 1)
+			got += b.count;
+	} else {
+		while ((rc = eachobs_next(it, NULL, NULL)) == 1)
+			got++;
+	}
+	cr_assert_eq(rc, 0);
+	cr_assert_eq(got, d->n);
+	for (size_t i = 0; i < d->n; i++)
+		cr_assert_eq(atomic_load(&d->calls[i]), 1, "index %zu", i);
+}
+
+Test(pool, create_rejects_bad_arguments)
+{
+	eachobs_pool *p = (eachobs_pool *)1;
+
+	cr_assert_eq(eachobs_pool_create(NULL, 2), -EINVAL);
+	cr_assert_eq(eachobs_pool_create(&p, 0), -EINVAL);
+	cr_assert_null(p);
+	cr_assert_eq(eachobs_pool_create(&p, EACHOBS_MAX_THREADS + 1), -EINVAL);
+	eachobs_pool_destroy(NULL);
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
+
+Test(pool, epochs_borrow_the_pools_threads_and_create_none)
+{
+	eachobs_pool *p;
+	pthread_t first[MAX_TIDS];
+	unsigned nfirst = 0;
+
+	cr_assert_eq(eachobs_pool_create(&p, 4), 0);
+	int with_pool = threads_now();
+	for (int epoch = 0; epoch < 6; epoch++) {
+		struct pd d;
+		eachobs_iter *it;
+		pd_init(&d, 3000);
+		eachobs_dataset data = pd_dataset(&d);
+		eachobs_options o = { .pool = p, .executor = EACHOBS_BACKGROUND,
+				      .ordered = epoch % 2, .batchsize = epoch > 3 ? 7 : 0 };
+		cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
+		cr_assert_eq(threads_now(), with_pool, "epoch %d created threads", epoch);
+		drain_all(it, &d, o.batchsize);
+		eachobs_stats st;
+		eachobs_get_stats(it, &st);
+		cr_assert_eq(st.nworkers, 4, "nthreads 0 means the pool's size");
+		eachobs_close(it);
+		/* Every getobs ran on a thread that existed in the first epoch. */
+		if (epoch == 0) {
+			memcpy(first, d.tids, sizeof(first));
+			nfirst = d.ntids;
+		}
+		for (unsigned i = 0; i < d.ntids; i++) {
+			bool known = false;
+			for (unsigned k = 0; k < nfirst; k++)
+				known |= pthread_equal(first[k], d.tids[i]);
+			cr_assert(known || epoch == 0, "epoch %d ran getobs on a new thread", epoch);
+		}
+		pd_fini(&d);
+	}
+	eachobs_pool_destroy(p);
+	cr_assert_eq(threads_settle(threads_base, 2.0), threads_base);
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
+
+/* Training and validation on one pool, the consumer switching between
+ * them: the second iterator gets threads of its own instead of waiting for
+ * the first one's, which sit on a full buffer. */
+Test(pool, two_iterators_on_one_pool_never_wait_for_each_other)
+{
+	eachobs_pool *p;
+	struct pd train, val;
+	eachobs_iter *ti, *vi;
+
+	cr_assert_eq(eachobs_pool_create(&p, 2), 0);
+	pd_init(&train, 2000);
+	pd_init(&val, 500);
+	eachobs_dataset td = pd_dataset(&train), vd = pd_dataset(&val);
+	eachobs_options o = { .pool = p, .executor = EACHOBS_BACKGROUND,
+			      .buffersize = 2 };
+	cr_assert_eq(eachobs_parallel(&ti, &td, &o), 0);
+	cr_assert_eq(eachobs_next(ti, NULL, NULL), 1);
+	cr_assert_eq(eachobs_parallel(&vi, &vd, &o), 0);
+	drain_all(vi, &val, false);
+	eachobs_close(vi);
+	size_t got = 1;
+	while (eachobs_next(ti, NULL, NULL) == 1)
+		got++;
+	cr_assert_eq(got, 2000);
+	eachobs_close(ti);
+	eachobs_pool_destroy(p);
+	pd_fini(&train);
+	pd_fini(&val);
+	cr_assert_eq(threads_settle(threads_base, 2.0), threads_base);
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
+
+struct destroyer {
+	eachobs_pool *p;
+	atomic_bool done;
+};
+
+static void *destroy_main(void *arg)
+{
+	struct destroyer *d = arg;
+
+	eachobs_pool_destroy(d->p);
+	atomic_store(&d->done, true);
+	return NULL;
+}
+
+Test(pool, destroy_waits_until_its_iterators_are_closed)
+{
+	struct destroyer dr = { 0 };
+	struct pd d;
+	eachobs_iter *it;
+	pthread_t t;
+
+	cr_assert_eq(eachobs_pool_create(&dr.p, 3), 0);
+	pd_init(&d, 1000);
+	eachobs_dataset data = pd_dataset(&d);
+	cr_assert_eq(eachobs_parallel(&it, &data, &(eachobs_options){ .pool = dr.p }), 0);
+	cr_assert_eq(pthread_create(&t, NULL, destroy_main, &dr), 0);
+	drain_all(it, &d, false);
+	cr_assert_not(atomic_load(&dr.done), "destroy returned with an open iterator");
+	eachobs_close(it);
+	for (double t0 = now_s(); !atomic_load(&dr.done);) {
+		cr_assert_lt(now_s() - t0, 10.0, "destroy did not return after close");
+		sleep_us(200);
+	}
+	pthread_join(t, NULL);
+	pd_fini(&d);
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
+
+Test(pool, an_iterator_wanting_more_threads_than_the_pool_creates_the_rest)
+{
+	eachobs_pool *p;
+	struct pd d;
+	eachobs_iter *it;
+
+	cr_assert_eq(eachobs_pool_create(&p, 2), 0);
+	pd_init(&d, 4000);
+	eachobs_dataset data = pd_dataset(&d);
+	cr_assert_eq(eachobs_parallel(&it, &data, &(eachobs_options){
+		.pool = p, .nthreads = 5, .executor = EACHOBS_BACKGROUND }), 0);
+	drain_all(it, &d, false);
+	eachobs_stats st;
+	eachobs_get_stats(it, &st);
+	cr_assert_eq(st.nworkers, 5);
+	eachobs_close(it);
+	eachobs_pool_destroy(p);
+	pd_fini(&d);
+	cr_assert_eq(threads_settle(threads_base, 2.0), threads_base);
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
+
+Test(pool, each_failed_allocation_or_thread_leaves_nothing)
+{
+	long k;
+
+	for (k = 0; k < 1000; k++) {
+		eachobs_pool *p = (eachobs_pool *)1;
+		eachobs__fault_alloc_after(k);
+		int rc = eachobs_pool_create(&p, 3);
+		eachobs__fault_alloc_after(-1);
+		if (rc == 0) {
+			eachobs_pool_destroy(p);
+			break;
+		}
+		cr_assert_eq(rc, -ENOMEM, "allocation %ld: %d", k, rc);
+		cr_assert_null(p);
+		cr_assert_eq(eachobs__alloc_live(), 0, "allocation %ld: leak", k);
+	}
+	cr_assert_geq(k, 3, "only %ld allocations", k);
+	for (k = 0; k < 3; k++) {
+		eachobs_pool *p;
+		eachobs__fault_thread_after(k);
+		cr_assert_eq(eachobs_pool_create(&p, 3), -EAGAIN, "thread %ld", k);
+		eachobs__fault_thread_after(-1);
+		cr_assert_eq(eachobs__alloc_live(), 0, "thread %ld: leak", k);
+		cr_assert_eq(threads_settle(threads_base, 2.0), threads_base,
+			     "thread %ld: started threads not joined", k);
+	}
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
+
+Test(pool, close_mid_epoch_gives_the_threads_back)
+{
+	eachobs_pool *p;
+
+	cr_assert_eq(eachobs_pool_create(&p, 3), 0);
+	for (int e = 0; e < NEXECUTORS; e++) {
+		for (int ord = 0; ord < 2; ord++) {
+			struct pd d;
+			eachobs_iter *it;
+			pd_init(&d, 100000);
+			eachobs_dataset data = pd_dataset(&d);
+			cr_assert_eq(eachobs_parallel(&it, &data, &(eachobs_options){
+				.pool = p, .executor = executors[e], .ordered = ord }), 0);
+			for (int i = 0; i < 10; i++)
+				cr_assert_eq(eachobs_next(it, NULL, NULL), 1);
+			eachobs_close(it);
+			pd_fini(&d);
+		}
+	}
+	eachobs_pool_destroy(p);
+	cr_assert_eq(threads_settle(threads_base, 2.0), threads_base);
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
