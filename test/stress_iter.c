@@ -32,6 +32,7 @@ struct cfg {
 	eachobs_options o;
 	int sleep_us; /* max getobs sleep */
 	int consumer_us; /* the consumer's own work per observation */
+	bool use_pool;   /* borrow threads from the pool every consumer shares */
 };
 
 struct ds {
@@ -45,6 +46,7 @@ struct ds {
 static atomic_llong progress[64];
 static atomic_llong total_configs, total_observations, total_failures;
 static struct cfg current[64];
+static eachobs_pool *shared_pool;
 
 static unsigned long long next_rand(unsigned long long *s)
 {
@@ -65,12 +67,12 @@ static void print_cfg(FILE *f, const struct cfg *c)
 		"seed=%llu n=%zu obs_size=%zu nthreads=%u buffersize=%zu "
 		"basesize=%zu oversub=%u executor=%d ordered=%d sleep_us=%d "
 		"close_after=%zu fail_at=%zu on_error=%d consumer_us=%d "
-		"batchsize=%zu drop_last=%d hold=%u\n",
+		"batchsize=%zu drop_last=%d hold=%u use_pool=%d\n",
 		c->seed, c->n, c->obs_size, c->o.nthreads, c->o.buffersize,
 		c->o.basesize, c->o.oversubscription, (int)c->o.executor,
 		(int)c->o.ordered, c->sleep_us, c->close_after, c->fail_at,
 		(int)c->o.on_error, c->consumer_us, c->o.batchsize,
-		(int)c->o.drop_last, c->o.hold);
+		(int)c->o.drop_last, c->o.hold, (int)c->use_pool);
 }
 
 #define CHECK(cond, c, ...)                                                \
@@ -149,6 +151,7 @@ static struct cfg random_cfg(unsigned long long *s)
 	}
 	if (next_rand(s) % 3 == 0)
 		c.o.hold = 1 + (unsigned)(next_rand(s) % 4);
+	c.use_pool = next_rand(s) % 3 == 0;
 	return c;
 }
 
@@ -199,9 +202,12 @@ static void run_one(int who, const struct cfg *c)
 	d.calls = calloc(c->n + 1, sizeof(*d.calls));
 	CHECK(seen && d.calls, c, "test out of memory");
 	current[who] = *c;
+	eachobs_options o = c->o;
+	if (c->use_pool)
+		o.pool = shared_pool;
 	rc = eachobs_parallel(&it, &(eachobs_dataset){ &d, numobs, getobs,
 						       c->obs_size },
-			      &c->o);
+			      &o);
 	CHECK(rc == 0, c, "eachobs_parallel: %s", eachobs_strerror(rc));
 	while (!c->o.batchsize && !c->o.hold && count < c->close_after) {
 		if (prev)
@@ -469,8 +475,11 @@ static int replay(unsigned long long cfg_seed)
 
 	if (c.o.executor != EACHOBS_SERIAL && c.o.nthreads == 0)
 		c.o.nthreads = 2;
+	if (eachobs_pool_create(&shared_pool, 4) != 0)
+		return 1;
 	print_cfg(stdout, &c);
 	run_one(0, &c);
+	eachobs_pool_destroy(shared_pool);
 	printf("stress_iter: replay ok\n");
 	return 0;
 }
@@ -494,6 +503,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	pthread_barrier_init(&barrier, NULL, (unsigned)nconsumers);
+	/* Shared by every consumer: iterators borrow from it concurrently. */
+	if (eachobs_pool_create(&shared_pool, 4) != 0) {
+		fprintf(stderr, "eachobs_pool_create failed\n");
+		return 1;
+	}
 	pthread_create(&wd, NULL, watchdog, &nconsumers);
 	pthread_detach(wd);
 	for (int i = 0; i < nconsumers; i++) {
@@ -505,6 +519,7 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < nconsumers; i++)
 		pthread_join(th[i], NULL);
+	eachobs_pool_destroy(shared_pool);
 	printf("stress_iter: %lld iterators over %d consumer threads, seed %llu: "
 	       "ok; %lld observations checked, %lld getobs failures injected\n",
 	       atomic_load(&total_configs), nconsumers, seed,
