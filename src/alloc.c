@@ -12,9 +12,10 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
-static _Thread_local long alloc_fault = -1;
-static _Thread_local long thread_fault = -1;
+static EACHOBS__TLS long alloc_fault = -1;
+static EACHOBS__TLS long thread_fault = -1;
 static _Atomic long alloc_live;
 
 void eachobs__fault_alloc_after(long k)
@@ -54,16 +55,29 @@ void *eachobs__calloc(size_t nmemb, size_t size)
 	return count(calloc(nmemb, size));
 }
 
+/* Buffers this large go on huge pages where the kernel offers them. */
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_FROM (4 * HUGE_PAGE)
+
 void *eachobs__alloc_aligned(size_t size)
 {
+	size_t align = size >= HUGE_FROM ? HUGE_PAGE : EACHOBS__CACHELINE;
 	void *p = NULL;
 
 	if (fault_fires(&alloc_fault))
 		return NULL;
 	/* posix_memalign rejects nothing we pass: the alignment is a power of
 	 * two multiple of sizeof(void *). */
-	if (posix_memalign(&p, EACHOBS__CACHELINE, size ? size : 1) != 0)
+	if (posix_memalign(&p, align, size ? size : 1) != 0)
 		return NULL;
+	/* Slots are touched for the first time by getobs, one 4 KiB page
+	 * fault at a time: batches of 64 images (38 MB each, 7 of them) cost
+	 * 66,000 faults per iterator, which made in-place batches run at
+	 * 0.7 GB/s here. With transparent huge pages in madvise mode (the
+	 * Debian default) this asks for 2 MiB pages: 512 times fewer
+	 * faults. Advice only: where it fails nothing changes. */
+	if (align == HUGE_PAGE)
+		madvise(p, size, MADV_HUGEPAGE);
 	return count(p);
 }
 
