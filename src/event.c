@@ -31,7 +31,7 @@ static void futex_wake(_Atomic uint32_t *word, int n)
 		0);
 }
 
-_Thread_local struct eachobs__stats *eachobs__tls_stats;
+EACHOBS__TLS struct eachobs__stats *eachobs__tls_stats;
 
 uint64_t eachobs__now_ns(void)
 {

@@ -29,6 +29,11 @@
 
 #define EACHOBS__CACHELINE 64
 #define EACHOBS__ALIGNED __attribute__((aligned(EACHOBS__CACHELINE)))
+/* The library's thread-locals are few and small: initial-exec spares the
+ * __tls_get_addr call a shared library pays otherwise (on every getobs).
+ * The cost: a dlopen()ed libeachobs needs the few bytes of static TLS
+ * surplus glibc keeps for that. */
+#define EACHOBS__TLS _Thread_local __attribute__((tls_model("initial-exec")))
 
 /* ---- event.c -------------------------------------------------------- */
 
@@ -93,7 +98,7 @@ struct eachobs__stats {
 
 /* The stats of the thread running now: its worker's, or inside
  * eachobs_next its iterator's consumer stats; NULL elsewhere. */
-extern _Thread_local struct eachobs__stats *eachobs__tls_stats;
+extern EACHOBS__TLS struct eachobs__stats *eachobs__tls_stats;
 
 uint64_t eachobs__now_ns(void);
 static inline void eachobs__stat_add(_Atomic uint64_t *c, uint64_t v)
