@@ -6,7 +6,8 @@
 # bench-results/peers.csv and bench-results/peers.png.
 #
 # Usage: tools/peers.sh [--quick] [--with-torch] [--reps R]
-#   --quick       n / 10 and one repetition: about a minute
+#   --quick       n / 10, one repetition, PyTorch at P = 2 only: about
+#                 a minute and a half on a busy 2-core machine
 #   --with-torch  also install libtorch-dev and python3-torch (about
 #                 1.5 GB; checked against df first) for the two torch peers
 #   --reps R      repetitions per cell (default 3; a cell stops repeating
@@ -22,7 +23,7 @@ while [ $# -gt 0 ]; do
 	--quick) quick=1 ;;
 	--with-torch) with_torch=1 ;;
 	--reps) reps="$2"; shift ;;
-	-h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "peers.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -97,7 +98,7 @@ threads=2,8,16,64
 # Starting 64 worker processes took 14-35 s here, against milliseconds
 # for 64 threads: PyTorch runs at the smaller counts only.
 py_threads=2,8,16
-[ "$quick" = 0 ] || py_threads=2,16
+[ "$quick" = 0 ] || py_threads=2
 
 # run PEER ARGS...: a peer's rows into $raw, batch sizes for the batched
 # ones; a peer that fails is reported and the run goes on.
