@@ -185,7 +185,7 @@ set multiplot layout 1,{len(ts)} title \
 set logscale x 2
 set xtics (2, 8, 16, 64)
 set xrange [1.5:90]
-set yrange [0:1.6]
+set yrange [0:*]
 set xlabel 'P (threads or workers)'
 set ylabel 'efficiency'
 set key top right font ',8'
