@@ -124,13 +124,14 @@ pyrun() {
 	shift 2
 	# The warning that P exceeds the cores is the point of the run.
 	# shellcheck disable=SC2086
-	$pytorch "$@" --n "$n1" --batch 1 --reps "$reps" 2>/dev/null >>"$raw" &&
+	if ! { $pytorch "$@" --n "$n1" --batch 1 --reps "$reps" \
+			2>/dev/null >>"$raw" &&
 		$pytorch "$@" --n "$n64" --batch 64 --reps "$reps" \
-			2>/dev/null >>"$raw" || {
+			2>/dev/null >>"$raw"; }; then
 		echo "peers.sh: torch_dataloader.py $* failed" >&2
 		skipped="$skipped
   pytorch: failed on $*"
-	}
+	fi
 }
 
 start=$(date +%s)
