@@ -58,6 +58,7 @@ raw="$out/peers-raw.csv"
 calib="$out/peers-calib.csv"
 : >"$raw"
 : >"$calib"
+: >"$out/peers-pytorch.log"
 
 # Which peers run; every skip says why, again at the end.
 skipped=""
@@ -122,13 +123,13 @@ pyrun() {
 	n1=$1
 	n64=$2
 	shift 2
-	# The warning that P exceeds the cores is the point of the run.
+	# Its stderr goes to a log: PyTorch warns on every run that P
+	# exceeds the cores, which is the point of the run.
 	# shellcheck disable=SC2086
-	if ! { $pytorch "$@" --n "$n1" --batch 1 --reps "$reps" \
-			2>/dev/null >>"$raw" &&
-		$pytorch "$@" --n "$n64" --batch 64 --reps "$reps" \
-			2>/dev/null >>"$raw"; }; then
-		echo "peers.sh: torch_dataloader.py $* failed" >&2
+	if ! $pytorch "$@" --n "$n64" --n-batch1 "$n1" --batch 1,64 \
+			--reps "$reps" 2>>"$out/peers-pytorch.log" >>"$raw"; then
+		echo "peers.sh: torch_dataloader.py $* failed" \
+			"(see $out/peers-pytorch.log)" >&2
 		skipped="$skipped
   pytorch: failed on $*"
 	fi
