@@ -7,7 +7,7 @@
 #
 # Usage: tools/peers.sh [--quick] [--with-torch] [--reps R]
 #   --quick       n / 10, one repetition, PyTorch at P = 2 only: about
-#                 a minute and a half on a busy 2-core machine
+#                 a minute (70 s on a busy 2-core machine)
 #   --with-torch  also install libtorch-dev and python3-torch (about
 #                 1.5 GB; checked against df first) for the two torch peers
 #   --reps R      repetitions per cell (default 3; a cell stops repeating
