@@ -90,7 +90,7 @@ else
 	n=10000 n_noop=1000000
 fi
 # PyTorch hands every batch to the consumer through a multiprocessing
-# queue (2-4 ms a batch here), so its batch-1 runs use n / 10 and
+# queue (1.5-4 ms a batch here), so its batch-1 runs use n / 10 and
 # its no-op runs fewer items; the n column of peers.csv says which.
 py_n1=$((n / 10))
 py_noop=$((n_noop / 50))
