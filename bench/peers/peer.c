@@ -1,0 +1,298 @@
+/*
+ * The peers' shared harness; see peer.h.
+ */
+#define _GNU_SOURCE
+
+#include "peer.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NS_PER_S 1000000000ull
+#define NS_PER_MS 1000000.0
+#define MAX_REPS 100
+
+/* Set once by peer_parse_args, before anything can fail. */
+static const char *prog_name = "peer";
+
+void peer_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "%s: ", prog_name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: %s --case sleep|noop|first [--t-us T] [--n N]\n"
+		"          [--threads LIST] [--batch LIST] [--ordered] [--reps R]\n"
+		"          [--budget-ms B] [--calibrate]\n"
+		"\n"
+		"One peer of bench/peers: loads n observations whose getobs\n"
+		"sleeps T us (sleep) or does nothing (noop, first) on P threads\n"
+		"and prints CSV rows\n"
+		"peer,variant,case,t_us,P,n,batch,ordered,reps,median_ms,min_ms,"
+		"max_ms,note\n"
+		"(first: time to the first item). Repetitions stop once a cell\n"
+		"has used B ms (default 1000). --calibrate prints\n"
+		"t_us,t_sleep_ns, the mean duration of one sleep of T us.\n",
+		prog_name);
+}
+
+static unsigned long long parse_num(const char *name, const char *s,
+				    unsigned long long min,
+				    unsigned long long max)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		goto bad;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == 0 && *end == '\0' && v >= min && v <= max)
+		return v;
+bad:
+	fprintf(stderr, "%s: %s: '%s' is not in %llu..%llu\n", prog_name,
+		name, s, min, max);
+	usage(stderr);
+	exit(2);
+}
+
+static size_t parse_list(const char *name, const char *arg, unsigned *out,
+			 unsigned max)
+{
+	char *list = strdup(arg), *save, *tok;
+	size_t count = 0;
+
+	if (list == NULL)
+		peer_die("out of memory");
+	for (save = list; (tok = strsep(&save, ",")) != NULL;) {
+		if (count == PEER_MAX_LIST)
+			peer_die("%s: at most %d values", name, PEER_MAX_LIST);
+		out[count++] = (unsigned)parse_num(name, tok, 1, max);
+	}
+	free(list);
+	return count;
+}
+
+void peer_parse_args(int argc, char **argv, struct peer_args *a,
+		     const char *name)
+{
+	static const struct option opts[] = {
+		{ "case", required_argument, NULL, 'c' },
+		{ "t-us", required_argument, NULL, 't' },
+		{ "n", required_argument, NULL, 'n' },
+		{ "threads", required_argument, NULL, 'p' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "ordered", no_argument, NULL, 'o' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "budget-ms", required_argument, NULL, 'B' },
+		{ "calibrate", no_argument, NULL, 'C' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch;
+
+	prog_name = name;
+	*a = (struct peer_args){ .kase = PEER_SLEEP,
+				 .t_ns = 100000,
+				 .n = 10000,
+				 .threads = { 2 },
+				 .nthreads = 1,
+				 .batch = { 1 },
+				 .nbatch = 1,
+				 .reps = 3,
+				 .budget_ns = NS_PER_S };
+	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			if (strcmp(optarg, "sleep") == 0)
+				a->kase = PEER_SLEEP;
+			else if (strcmp(optarg, "noop") == 0)
+				a->kase = PEER_NOOP;
+			else if (strcmp(optarg, "first") == 0)
+				a->kase = PEER_FIRST;
+			else
+				peer_die("--case: unknown case '%s'", optarg);
+			break;
+		case 't':
+			a->t_ns = parse_num("--t-us", optarg, 0, 10000000) *
+				  1000u;
+			break;
+		case 'n':
+			a->n = (size_t)parse_num("--n", optarg, 1, 1ull << 32);
+			break;
+		case 'p':
+			a->nthreads = parse_list("--threads", optarg,
+						 a->threads, 1024);
+			break;
+		case 'b':
+			a->nbatch = parse_list("--batch", optarg, a->batch,
+					       1u << 20);
+			break;
+		case 'o': a->ordered = true; break;
+		case 'r':
+			a->reps = (unsigned)parse_num("--reps", optarg, 1,
+						      MAX_REPS);
+			break;
+		case 'B':
+			a->budget_ns = parse_num("--budget-ms", optarg, 0,
+						 3600000) *
+				       1000000u;
+			break;
+		case 'C': a->calibrate = true; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); exit(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n", name,
+			argv[optind]);
+		usage(stderr);
+		exit(2);
+	}
+	if (a->kase != PEER_SLEEP)
+		a->t_ns = 0;
+	if (a->calibrate) {
+		printf("%llu,%.0f\n", (unsigned long long)(a->t_ns / 1000),
+		       peer_calibrate(a->t_ns));
+		exit(0);
+	}
+}
+
+uint64_t peer_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+size_t peer_getobs(uint64_t t_ns, size_t idx)
+{
+	struct timespec req = { .tv_sec = (time_t)(t_ns / NS_PER_S),
+				.tv_nsec = (long)(t_ns % NS_PER_S) };
+
+	if (t_ns == 0)
+		return idx;
+	/* A signal cuts the sleep short; finish the remainder in req. */
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &req, &req) == EINTR)
+		;
+	return idx;
+}
+
+/* As bench/timedataset.c calibrates: one unmeasured sleep (page faults,
+ * timer setup), then enough sleeps to fill a quarter second, 3..2000. */
+double peer_calibrate(uint64_t t_ns)
+{
+	uint64_t k, start;
+
+	if (t_ns == 0)
+		return 0;
+	k = NS_PER_S / 4 / t_ns;
+	k = k < 3 ? 3 : k > 2000 ? 2000 : k;
+	peer_getobs(t_ns, 0);
+	start = peer_now_ns();
+	for (uint64_t i = 0; i < k; i++)
+		peer_getobs(t_ns, i);
+	return (double)(peer_now_ns() - start) / (double)k;
+}
+
+void peer_seen_init(struct peer_seen *s, size_t n, bool ordered)
+{
+	s->seen = calloc(n ? n : 1, 1);
+	if (s->seen == NULL)
+		peer_die("out of memory for %zu seen flags", n);
+	s->n = n;
+	s->count = 0;
+	s->ordered = ordered;
+}
+
+void peer_seen_take(struct peer_seen *s, size_t idx)
+{
+	if (idx >= s->n)
+		peer_die("index %zu yielded, but n is %zu", idx, s->n);
+	if (s->seen[idx])
+		peer_die("index %zu yielded twice", idx);
+	if (s->ordered && idx != s->count)
+		peer_die("ordered: index %zu yielded at position %zu", idx,
+			 s->count);
+	s->seen[idx] = 1;
+	s->count++;
+}
+
+void peer_seen_done(struct peer_seen *s)
+{
+	if (s->count != s->n)
+		peer_die("the loader ended after %zu of %zu observations",
+			 s->count, s->n);
+	peer_seen_free(s);
+}
+
+void peer_seen_free(struct peer_seen *s)
+{
+	free(s->seen);
+	s->seen = NULL;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return (a > b) - (a < b);
+}
+
+static const char *case_name(enum peer_case c)
+{
+	return c == PEER_SLEEP ? "sleep" : c == PEER_NOOP ? "noop" : "first";
+}
+
+static void measure_cell(const struct peer_args *a, const char *peer,
+			 const char *variant, unsigned p, unsigned batch,
+			 const char *note, peer_run_fn *fn, void *ctx)
+{
+	uint64_t t[MAX_REPS], used = 0;
+	unsigned reps = 0;
+
+	while (reps < a->reps && (reps == 0 || used < a->budget_ns)) {
+		t[reps] = fn(a, p, batch, ctx);
+		used += t[reps++];
+	}
+	qsort(t, reps, sizeof(t[0]), cmp_u64);
+	printf("%s,%s,%s,%llu,%u,%zu,%u,%d,%u,%.4f,%.4f,%.4f,%s\n", peer,
+	       variant, case_name(a->kase),
+	       (unsigned long long)(a->t_ns / 1000), p, a->n, batch,
+	       a->ordered, reps, (double)t[(reps - 1) / 2] / NS_PER_MS,
+	       (double)t[0] / NS_PER_MS, (double)t[reps - 1] / NS_PER_MS,
+	       note);
+	fflush(stdout);
+}
+
+void peer_measure(const struct peer_args *a, const char *peer,
+		  const char *variant, bool batched, const char *note,
+		  peer_run_fn *fn, void *ctx)
+{
+	for (size_t i = 0; i < a->nthreads; i++) {
+		if (!batched) {
+			measure_cell(a, peer, variant, a->threads[i], 0, note,
+				     fn, ctx);
+			continue;
+		}
+		for (size_t b = 0; b < a->nbatch; b++)
+			measure_cell(a, peer, variant, a->threads[i],
+				     a->batch[b], note, fn, ctx);
+	}
+}
