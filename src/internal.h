@@ -359,6 +359,10 @@ void eachobs__pool_fini(eachobs_iter *it);
 /* Worker self (unordered): claim the next index, from its own deque or
  * stolen; false when no work is left. */
 bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *idx);
+/* The same for a run of up to max consecutive indices from its own deque
+ * (a steal gives one); the count, 0 when no work is left. */
+size_t eachobs__pool_claim_run(eachobs_iter *it, unsigned self, size_t max,
+			       size_t *first);
 /* Consumer (THREADED, unordered): take one unclaimed index. */
 bool eachobs__pool_take_one(eachobs_iter *it, size_t *idx);
 

@@ -87,23 +87,27 @@ int eachobs__pool_init(eachobs_iter *it, unsigned nthreads)
 	return 0;
 }
 
-/* Owner: claim the front index of deque self. One at a time, so that
- * every index not yet started stays stealable: with whole tasks claimed
- * privately, a worker could end holding a task's worth of sleeps while the
- * others idled (n = 10000, t = 1 ms, P = 16 lost 20-30 ms that way). */
-static bool pop_front(eachobs_iter *it, unsigned self, size_t *idx)
+/* Owner: claim the front run of at most max indices of deque self; the
+ * count (0: the deque is empty). max is 1 unless getobs is cheap (see
+ * ring.c): with whole tasks claimed privately, a worker could end holding
+ * a task's worth of sleeps while the others idled (n = 10000, t = 1 ms,
+ * P = 16 lost 20-30 ms that way), so every index not yet started stays
+ * stealable unless loading it costs next to nothing. */
+static size_t pop_front(eachobs_iter *it, unsigned self, size_t max,
+			size_t *first)
 {
 	struct eachobs__deque *d = &it->pool.deques[self];
-	bool got = false;
+	size_t got = 0;
 
 	pthread_mutex_lock(&d->lock);
 	size_t l = atomic_load_explicit(&d->lo, memory_order_relaxed);
-	if (l < atomic_load_explicit(&d->hi, memory_order_relaxed)) {
-		atomic_store_explicit(&d->lo, l + 1, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&it->pool.unclaimed, 1,
+	size_t h = atomic_load_explicit(&d->hi, memory_order_relaxed);
+	if (l < h) {
+		got = h - l < max ? h - l : max;
+		atomic_store_explicit(&d->lo, l + got, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&it->pool.unclaimed, got,
 					  memory_order_relaxed);
-		*idx = l;
-		got = true;
+		*first = l;
 	}
 	pthread_mutex_unlock(&d->lock);
 	return got;
@@ -178,7 +182,8 @@ static bool steal(eachobs_iter *it, unsigned self, size_t *idx)
 	return got;
 }
 
-bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *idx)
+size_t eachobs__pool_claim_run(eachobs_iter *it, unsigned self, size_t max,
+			       size_t *first)
 {
 	/* unclaimed > 0 means some deque holds work right now: a failed
 	 * steal only means another thread claimed or moved it first, so each
@@ -186,18 +191,18 @@ bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *idx)
 	 * thread we follow was preempted inside its critical section, yield
 	 * the core to it rather than spin through our time slice. */
 	uint64_t t0 = 0;
-	bool got = true;
+	size_t got;
 
-	for (unsigned round = 0; !pop_front(it, self, idx); round++) {
+	for (unsigned round = 0; !(got = pop_front(it, self, max, first));
+	     round++) {
 		if (atomic_load_explicit(&it->pool.unclaimed,
 					 memory_order_relaxed) == 0 ||
 		    eachobs__closing(it) ||
-		    atomic_load_explicit(&it->stop, memory_order_relaxed)) {
-			got = false;
+		    atomic_load_explicit(&it->stop, memory_order_relaxed))
 			break;
-		}
-		if (steal(it, self, idx)) {
+		if (steal(it, self, first)) {
 			eachobs__stat_add(&it->pool.workers[self].stats.steals, 1);
+			got = 1;
 			break;
 		}
 		if (round == 0)
@@ -211,6 +216,11 @@ bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *idx)
 		eachobs__stat_add(&it->pool.workers[self].stats.idle_ns,
 				  eachobs__now_ns() - t0);
 	return got;
+}
+
+bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *idx)
+{
+	return eachobs__pool_claim_run(it, self, 1, idx) == 1;
 }
 
 bool eachobs__pool_take_one(eachobs_iter *it, size_t *idx)
