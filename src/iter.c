@@ -43,7 +43,8 @@ static unsigned online_cpus(void)
 					     : (unsigned)c;
 }
 
-static size_t default_buffersize(const eachobs_options *o, unsigned nthreads)
+static size_t default_buffersize(const eachobs_options *o, unsigned nthreads,
+				 size_t unit_bytes)
 {
 	size_t per = o->batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD
 				  : EACHOBS_DEFAULT_BUFFER_PER_THREAD;
@@ -51,7 +52,16 @@ static size_t default_buffersize(const eachobs_options *o, unsigned nthreads)
 				  : EACHOBS_DEFAULT_BUFFER_MIN;
 	size_t b = per * nthreads;
 
-	return b < min ? min : b;
+	if (b < min)
+		b = min;
+	/* Small observations: a buffer of EACHOBS_DEFAULT_BUFFER_BYTES costs
+	 * nothing and saves wake-ups (see eachobs_options.buffersize). */
+	size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES /
+		       (unit_bytes > EACHOBS__CACHELINE ? unit_bytes
+							: EACHOBS__CACHELINE);
+	if (cheap > EACHOBS_DEFAULT_BUFFER_MAX)
+		cheap = EACHOBS_DEFAULT_BUFFER_MAX;
+	return b < cheap ? cheap : b;
 }
 
 /* The sizes of one unit's memory, or -EINVAL when they overflow. */
@@ -102,7 +112,8 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 		      : o->pool	 ? eachobs__lender_size(o->pool)
 				 : online_cpus();
 	cfg->buffersize = o->buffersize ? o->buffersize
-					: default_buffersize(o, cfg->nthreads);
+					: default_buffersize(o, cfg->nthreads,
+							     cfg->buf_bytes);
 	if (o->executor == EACHOBS_SERIAL)
 		return fits(cfg, cfg->consumer) ? 0 : -EINVAL;
 	if (o->stack_size && o->stack_size < (size_t)PTHREAD_STACK_MIN)

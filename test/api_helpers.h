@@ -98,9 +98,9 @@ static inline void full_iteration(struct td *td, const eachobs_options *o,
 		     atomic_load(&td->getobs_calls), td->n);
 	cr_assert_eq(atomic_load(&td->numobs_calls), 1, "%s: numobs called %ld times",
 		     label, atomic_load(&td->numobs_calls));
-	cr_assert_leq(atomic_load(&td->max_live), (long)slot_bound(o),
+	cr_assert_leq(atomic_load(&td->max_live), (long)slot_bound(o, td->obs_size),
 		      "%s: %ld observations live at once, more than %zu slots", label,
-		      atomic_load(&td->max_live), slot_bound(o));
+		      atomic_load(&td->max_live), slot_bound(o, td->obs_size));
 }
 
 static inline void expect_einval(const eachobs_dataset *data, const eachobs_options *o,

@@ -173,7 +173,7 @@ static inline size_t bd_unit_bytes(size_t cap, size_t obs_size)
 
 /* The documented memory bound, in units: buffersize + nthreads +
  * max(1, hold) (SERIAL: max(1, hold)). */
-static inline size_t bd_unit_bound(const eachobs_options *o)
+static inline size_t bd_unit_bound(const eachobs_options *o, size_t obs_size)
 {
 	size_t hold = o->hold ? o->hold : 1;
 	size_t nt = o->nthreads ? o->nthreads : online_cpus();
@@ -187,6 +187,12 @@ static inline size_t bd_unit_bound(const eachobs_options *o)
 		size_t min = o->batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_MIN
 					  : EACHOBS_DEFAULT_BUFFER_MIN;
 		bs = per * nt < min ? min : per * nt;
+		size_t unit = bd_unit_bytes(o->batchsize ? o->batchsize : 1, obs_size);
+		size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES / (unit > 64 ? unit : 64);
+		if (cheap > EACHOBS_DEFAULT_BUFFER_MAX)
+			cheap = EACHOBS_DEFAULT_BUFFER_MAX;
+		if (bs < cheap)
+			bs = cheap;
 	}
 	return bs + nt + hold;
 }
@@ -200,7 +206,7 @@ static inline bool bd_span_ok(struct bd *d, const eachobs_options *o,
 				   : bd_unit_bytes(1, d->obs_size);
 
 	*span = atomic_load(&d->hi) - atomic_load(&d->lo);
-	*bound = bd_unit_bound(o) * unit;
+	*bound = bd_unit_bound(o, d->obs_size) * unit;
 	return atomic_load(&d->lo) == 0 || *span <= *bound;
 }
 

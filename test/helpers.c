@@ -70,7 +70,7 @@ const char *executor_name(eachobs_executor ex)
 	return "?";
 }
 
-size_t slot_bound(const eachobs_options *o)
+size_t slot_bound(const eachobs_options *o, size_t obs_size)
 {
 	size_t nt, bs;
 
@@ -83,6 +83,14 @@ size_t slot_bound(const eachobs_options *o)
 		bs = (size_t)EACHOBS_DEFAULT_BUFFER_PER_THREAD * nt;
 		if (bs < EACHOBS_DEFAULT_BUFFER_MIN)
 			bs = EACHOBS_DEFAULT_BUFFER_MIN;
+		/* Small observations get a buffer of DEFAULT_BUFFER_BYTES. */
+		size_t stride = (obs_size + 63) & ~(size_t)63;
+		size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES /
+			       (stride > 64 ? stride : 64);
+		if (cheap > EACHOBS_DEFAULT_BUFFER_MAX)
+			cheap = EACHOBS_DEFAULT_BUFFER_MAX;
+		if (bs < cheap)
+			bs = cheap;
 	}
 	return bs + nt + 1;
 }

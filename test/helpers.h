@@ -139,8 +139,9 @@ double now_s(void);
 void sleep_us(unsigned us);
 unsigned online_cpus(void);
 const char *executor_name(eachobs_executor ex);
-/* Upper bound on slots for these options as documented in eachobs.h. */
-size_t slot_bound(const eachobs_options *o);
+/* Upper bound on slots for these options and observations of obs_size
+ * bytes, as documented in eachobs.h. */
+size_t slot_bound(const eachobs_options *o, size_t obs_size);
 
 /* Every executor, for tests that loop over all of them. */
 extern const eachobs_executor executors[];

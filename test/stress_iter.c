@@ -172,6 +172,12 @@ static long slot_bound(const struct cfg *c, size_t nthreads_resolved)
 		size_t min = c->o.batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_MIN
 					    : EACHOBS_DEFAULT_BUFFER_MIN;
 		b = per * nthreads_resolved < min ? min : per * nthreads_resolved;
+		size_t unit = (cap * c->obs_size + 63) & ~(size_t)63;
+		size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES / (unit > 64 ? unit : 64);
+		if (cheap > EACHOBS_DEFAULT_BUFFER_MAX)
+			cheap = EACHOBS_DEFAULT_BUFFER_MAX;
+		if (b < cheap)
+			b = cheap;
 	}
 	return (long)((b + nthreads_resolved + hold) * cap);
 }

@@ -170,9 +170,9 @@ Test(start, null_options_mean_defaults)
 		finish(&c, "opts = NULL");
 	}
 	/* The defaults: THREADED, online CPUs, buffersize max(16, 4 * CPUs). */
-	cr_assert_leq(atomic_load(&td.max_live), (long)slot_bound(&defaults),
+	cr_assert_leq(atomic_load(&td.max_live), (long)slot_bound(&defaults, td.obs_size),
 		      "opts = NULL: %ld live observations, default slots are %zu",
-		      atomic_load(&td.max_live), slot_bound(&defaults));
+		      atomic_load(&td.max_live), slot_bound(&defaults, td.obs_size));
 	cr_assert_eq(atomic_load(&td.getobs_calls), 3000);
 	td_fini(&td);
 
@@ -283,7 +283,7 @@ static long few_of_many(size_t n, const eachobs_options *o, size_t few)
 		     c.yielded);
 	cr_assert_eq(c.yielded, few, "%s", label);
 	if (!ordered)
-		cr_assert_leq(atomic_load(&td.getobs_calls), (long)(few + slot_bound(o)),
+		cr_assert_leq(atomic_load(&td.getobs_calls), (long)(few + slot_bound(o, td.obs_size)),
 			      "%s: %ld getobs calls for %zu yielded", label,
 			      atomic_load(&td.getobs_calls), few);
 	t0 = now_s();
@@ -509,9 +509,9 @@ Test(next, yields_the_slot_getobs_wrote_without_a_copy)
 				for (k = 0; k < ndistinct && distinct[k] != obs; k++)
 					;
 				if (k == ndistinct) {
-					cr_assert_lt(ndistinct, slot_bound(&o),
+					cr_assert_lt(ndistinct, slot_bound(&o, td.obs_size),
 						     "%s: more than %zu distinct slots", label,
-						     slot_bound(&o));
+						     slot_bound(&o, td.obs_size));
 					distinct[ndistinct++] = obs;
 				}
 			}

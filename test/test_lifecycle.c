@@ -486,7 +486,7 @@ static void *side_run(void *arg)
 		snprintf(s->err, sizeof(s->err), "%s", c.err);
 	else if (td_violation(&s->td))
 		snprintf(s->err, sizeof(s->err), "%s", td_violation(&s->td));
-	else if (atomic_load(&s->td.max_live) > (long)slot_bound(&s->o))
+	else if (atomic_load(&s->td.max_live) > (long)slot_bound(&s->o, s->td.obs_size))
 		snprintf(s->err, sizeof(s->err), "%ld live observations",
 			 atomic_load(&s->td.max_live));
 	else if (s->o.executor == EACHOBS_SERIAL && atomic_load(&s->td.off_consumer))
@@ -606,7 +606,7 @@ Test(memory, live_observations_stay_within_buffersize_plus_nthreads_plus_one)
 				td_init(&td, 2000, 64, 2000);
 				td.rand_sleep_us = 50;
 				if (ordered)
-					td.window = slot_bound(&o);
+					td.window = slot_bound(&o, td.obs_size);
 				cons_init(&c, start(&td, &o, label), &td, false);
 				/* The consumer pauses now and then so that the
 				 * workers fill every slot they may use. */
@@ -617,10 +617,10 @@ Test(memory, live_observations_stay_within_buffersize_plus_nthreads_plus_one)
 				}
 				cr_assert_eq(rc, 0, "%s: ended with %d; %s", label, rc, c.err);
 				finish(&c, label);
-				cr_assert_leq(atomic_load(&td.max_live), (long)slot_bound(&o),
+				cr_assert_leq(atomic_load(&td.max_live), (long)slot_bound(&o, td.obs_size),
 					      "%s: %ld observations live at once, bound %zu",
 					      label, atomic_load(&td.max_live),
-					      slot_bound(&o));
+					      slot_bound(&o, td.obs_size));
 				td_fini(&td);
 			}
 		}
@@ -646,7 +646,7 @@ Test(memory, ordered_window_bounds_memory_behind_a_slow_index)
 			td_init(&td, 400, 32, 400);
 			td.slow_idx = slow;
 			td.slow_us = 30000;
-			td.window = slot_bound(&o);
+			td.window = slot_bound(&o, td.obs_size);
 			full_iteration(&td, &o, label);
 			td_fini(&td);
 		}

@@ -152,7 +152,7 @@ static void run_cfg(const struct cfg *cfg)
 	bool ordered = cfg->ordered || cfg->executor == EACHOBS_SERIAL;
 	bool failing = cfg->fail_idx != TD_NONE;
 	int want = failing ? (cfg->fail_code > 0 ? -ERANGE : cfg->fail_code) : 0;
-	size_t bound = slot_bound(&o);
+	size_t bound = slot_bound(&o, cfg->obs_size);
 	eachobs_dataset data;
 	eachobs_iter *it = NULL;
 	struct td td;
