@@ -22,6 +22,8 @@ FIELDS = ["peer", "variant", "case", "t_us", "P", "n", "batch", "ordered",
 COLUMNS = [
     ("eachobs thr", "eachobs", "threaded", 0),
     ("eachobs bg", "eachobs", "background", 0),
+    ("eachobs pool", "eachobs", "pool", 0),
+    ("eachobs b64", "eachobs", "b64", 0),
     ("handpool", "handpool", None, 0),
     ("tbb", "tbb", None, 0),
     ("libtorch b1", "libtorch", None, 1),
@@ -29,8 +31,8 @@ COLUMNS = [
     ("pytorch b1", "pytorch", None, 1),
     ("pytorch b64", "pytorch", None, 64),
 ]
-EACHOBS = COLUMNS[:2]
-PEERS = COLUMNS[2:]
+EACHOBS = COLUMNS[:4]
+PEERS = COLUMNS[4:]
 
 
 def column_of(r):
@@ -139,10 +141,12 @@ def print_table(rows, t_sleep):
     print("# sleep cells: median wall ms / efficiency (ideal = "
           "ceil(n/P) * t_sleep); noop: items/s; 1st item: start to first "
           "item; * ordered by nature (no unordered mode)")
-    print("# ratios: eachobs THREADED (thr) and BACKGROUND (bg) over the "
-          "best peer, > 1 means eachobs is better")
+    print("# ratios: each eachobs variant (thr THREADED, bg BACKGROUND, pool "
+          "BACKGROUND on an eachobs_pool, b64 THREADED in batches of 64) "
+          "over the best peer, > 1 means eachobs is better")
     print(f"{'case':<{w0}}" + "".join(f"{c[0]:>{w}}" for c in present)
-          + f"{'thr/best':>9}{'bg/best':>9}{'  best peer':<14}")
+          + "".join(f"{c[0].split()[1] + '/best':>10}" for c in EACHOBS)
+          + f"{'  best peer':<14}")
     for title, key in cases(rows):
         cells = cell_rows(rows, key)
         line = f"{title:<{w0}}" + "".join(
@@ -152,8 +156,8 @@ def print_table(rows, t_sleep):
         best = max(peers) if peers else None
         for c in EACHOBS:
             r = cells.get(c[0])
-            line += (f"{score(key[0], r) / best[0]:>9.2f}"
-                     if r is not None and best else f"{'-':>9}")
+            line += (f"{score(key[0], r) / best[0]:>10.2f}"
+                     if r is not None and best else f"{'-':>10}")
         line += f"  {best[1] if best else '-'}"
         print(line)
 
