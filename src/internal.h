@@ -168,6 +168,10 @@ struct eachobs__slot {
 
 /* ---- ring.c: the unordered hand-off --------------------------------- */
 
+/* A getobs under EACHOBS__CHEAP_NS is cheap: loaders then move up to
+ * EACHOBS__RUN_MAX observations at a time (see ring.c). */
+enum { EACHOBS__RUN_MAX = 16, EACHOBS__CHEAP_NS = 2000 };
+
 struct eachobs__ring {
 	ck_ring_t ready;                 /* loaded slots; workers -> consumer */
 	ck_ring_t free;                  /* empty slots; consumer -> loaders */
@@ -298,6 +302,8 @@ struct eachobs_iter {
 	/* The consumer's own. */
 	struct eachobs__hold hold EACHOBS__ALIGNED;
 	size_t yielded;    /* unordered, SERIAL: units taken */
+	uint64_t help_ns;  /* THREADED: what the consumer's last help took per
+			    * observation (0: not measured yet) */
 	int err;           /* sticky: the error returned from now on */
 	size_t err_idx;
 	size_t nfailures;  /* skipped (on_error = SKIP) */
@@ -363,8 +369,10 @@ bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *idx);
  * (a steal gives one); the count, 0 when no work is left. */
 size_t eachobs__pool_claim_run(eachobs_iter *it, unsigned self, size_t max,
 			       size_t *first);
-/* Consumer (THREADED, unordered): take one unclaimed index. */
+/* Consumer (THREADED, unordered): take one unclaimed index, or a run of
+ * up to max from the back of the richest deque (the count). */
 bool eachobs__pool_take_one(eachobs_iter *it, size_t *idx);
+size_t eachobs__pool_take_run(eachobs_iter *it, size_t max, size_t *first);
 
 /* ring.c */
 int eachobs__ring_init(eachobs_iter *it);
@@ -377,6 +385,10 @@ struct eachobs__slot *eachobs__ring_get_ready(eachobs_iter *it);
 void eachobs__ring_wait_ready(eachobs_iter *it);
 void eachobs__ring_wake_all(eachobs_iter *it);
 void eachobs__ring_worker(eachobs_iter *it, unsigned self);
+/* THREADED consumer, unbatched, cheap getobs: load a run of pending
+ * observations through the ready ring, as a worker would, without ever
+ * waiting. The number loaded; sets *per_item_ns when it loaded any. */
+size_t eachobs__ring_help_run(eachobs_iter *it, uint64_t *per_item_ns);
 
 /* order.c */
 void eachobs__order_init(eachobs_iter *it, size_t chunk);

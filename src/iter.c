@@ -424,6 +424,11 @@ static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
 	*progress = false;
 	if (atomic_load_explicit(&it->stop, memory_order_relaxed))
 		return NULL;
+	if (it->help_ns && it->help_ns < EACHOBS__CHEAP_NS) {
+		*progress = eachobs__ring_help_run(it, &it->help_ns) > 0;
+		return NULL;
+	}
+	uint64_t t0 = eachobs__now_ns();
 	slot = eachobs__ring_try_get_free(it);
 	if (!slot)
 		return NULL;
@@ -433,6 +438,7 @@ static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
 	}
 	*progress = true;
 	eachobs__fill(it, slot, u);
+	it->help_ns = eachobs__now_ns() - t0;
 	return slot;
 }
 

@@ -223,27 +223,32 @@ bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *idx)
 	return eachobs__pool_claim_run(it, self, 1, idx) == 1;
 }
 
-bool eachobs__pool_take_one(eachobs_iter *it, size_t *idx)
+size_t eachobs__pool_take_run(eachobs_iter *it, size_t max, size_t *first)
 {
 	struct eachobs__deque *ds = it->pool.deques;
 	int v = richest(it, UINT_MAX);
-	bool got = false;
+	size_t got = 0;
 
 	if (v < 0)
-		return false;
+		return 0;
 	pthread_mutex_lock(&ds[v].lock);
 	size_t l = atomic_load_explicit(&ds[v].lo, memory_order_relaxed);
 	size_t h = atomic_load_explicit(&ds[v].hi, memory_order_relaxed);
 	if (l < h) {
 		/* From the back: the owner works at the front. */
-		atomic_store_explicit(&ds[v].hi, h - 1, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&it->pool.unclaimed, 1,
+		got = h - l < max ? h - l : max;
+		atomic_store_explicit(&ds[v].hi, h - got, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&it->pool.unclaimed, got,
 					  memory_order_relaxed);
-		*idx = h - 1;
-		got = true;
+		*first = h - got;
 	}
 	pthread_mutex_unlock(&ds[v].lock);
 	return got;
+}
+
+bool eachobs__pool_take_one(eachobs_iter *it, size_t *idx)
+{
+	return eachobs__pool_take_run(it, 1, idx) == 1;
 }
 
 static bool go_or_closing(const void *arg)
