@@ -1,10 +1,12 @@
 #!/bin/sh
 # The test suite, as CI runs it, from a fresh Debian 12 machine:
 # installs what is missing, then builds and runs `meson test` three times:
-#   build-test  warnings as errors; unit (Criterion) and stress suites
-#   build-asan  AddressSanitizer + UndefinedBehaviorSanitizer, every suite
-#   build-tsan  ThreadSanitizer over the plain-main stress programs
-#               (Criterion does not run under TSan; see docs/testing.md)
+#   build-test  warnings as errors; unit (Criterion) and stress suites, and
+#               a 120 s soak of stress_iter with a new seed (suite soak)
+#   build-asan  AddressSanitizer + UndefinedBehaviorSanitizer, unit and stress
+#   build-tsan  ThreadSanitizer over the plain-main stress programs, and the
+#               120 s soak (Criterion does not run under TSan; see
+#               docs/testing.md)
 # The last line is "N passed, M failed", summed from meson's own summaries.
 set -u
 cd "$(dirname "$0")/.."
@@ -52,11 +54,12 @@ export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/t
 export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/test/lsan.supp print_suppressions=0"
 
-run_pass build-test -Dwerror=true -Dtests=enabled -- --suite unit --suite stress
+run_pass build-test -Dwerror=true -Dtests=enabled -- --suite unit --suite stress \
+	--suite soak
 run_pass build-asan -Dtests=enabled -Db_sanitize=address,undefined \
 	-Dc_args=-fno-sanitize-recover=all -Db_lundef=false -- --suite unit --suite stress
 run_pass build-tsan -Dtests=enabled -Db_sanitize=thread -Db_lundef=false \
-	-- --suite stress
+	-- --suite stress --suite soak
 
 echo "$passed passed, $failed failed"
 exit $status
