@@ -7,6 +7,10 @@
 #   build-tsan  ThreadSanitizer over the plain-main stress programs, and the
 #               120 s soak (Criterion does not run under TSan; see
 #               docs/testing.md)
+# and then fuzzes for 60 s (tools/fuzz.sh: libFuzzer, clang, ASan+UBSan),
+# which counts as one more test. About 8 minutes on 2 cores.
+# The valgrind setup (`meson test -C build-test --setup=valgrind`, ~3 min)
+# is not part of it; docs/reliability.md says when to run it.
 # The last line is "N passed, M failed", summed from meson's own summaries.
 set -u
 cd "$(dirname "$0")/.."
@@ -60,6 +64,15 @@ run_pass build-asan -Dtests=enabled -Db_sanitize=address,undefined \
 	-Dc_args=-fno-sanitize-recover=all -Db_lundef=false -- --suite unit --suite stress
 run_pass build-tsan -Dtests=enabled -Db_sanitize=thread -Db_lundef=false \
 	-- --suite stress --suite soak
+
+echo "=== fuzz: tools/fuzz.sh 60"
+if tools/fuzz.sh 60 >build-fuzz.log 2>&1; then
+	grep -E '^(Done|stat::)' build-fuzz.log
+	passed=$((passed + 1))
+else
+	tail -60 build-fuzz.log
+	failed=$((failed + 1)); status=1
+fi
 
 echo "$passed passed, $failed failed"
 exit $status
