@@ -8,7 +8,7 @@
 # then the 120 s soak of stress_iter (suite soak, a new seed each run) in
 # build-test and build-tsan at the same time, and a 60 s fuzz run
 # (tools/fuzz.sh: libFuzzer, clang, ASan+UBSan) that counts as one more
-# test. About 8 minutes on 2 cores.
+# test. About 9 minutes on 2 cores.
 # The valgrind setup (`meson test -C build-test --setup=valgrind`, ~2 min)
 # is not part of it; docs/reliability.md says when to run it.
 # The last line is "N passed, M failed", summed from meson's own summaries.
