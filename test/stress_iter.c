@@ -10,6 +10,8 @@
  * usage: stress_iter [ITERATIONS [SEED [CONSUMERS [SECONDS]]]]
  * With SECONDS > 0 it soaks: each consumer runs random configurations until
  * the time is up (ITERATIONS is then ignored), and the totals are printed.
+ * SEED `random` draws a new seed from the clock and prints it first, so that
+ * every CI soak explores new configurations and a failure stays replayable.
  * `stress_iter replay SEED` runs the one configuration a failure printed.
  * A watchdog turns a hang into a failure that prints the configuration.
  */
@@ -496,6 +498,15 @@ int main(int argc, char **argv)
 		return replay(strtoull(argv[2], NULL, 0));
 	long iterations = argc > 1 ? atol(argv[1]) : 200;
 	unsigned long long seed = argc > 2 ? strtoull(argv[2], NULL, 0) : 1;
+	if (argc > 2 && strcmp(argv[2], "random") == 0) {
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		seed = ((unsigned long long)now.tv_sec * 1000000007ULL) ^
+		       (unsigned long long)now.tv_nsec ^ (unsigned long long)getpid();
+		seed %= 1000000000000ULL; /* short enough to retype */
+		printf("stress_iter: seed %llu\n", seed);
+		fflush(stdout);
+	}
 	int nconsumers = argc > 3 ? atoi(argv[3]) : 3;
 	long seconds = argc > 4 ? atol(argv[4]) : 0;
 	pthread_t th[64], wd;

@@ -32,7 +32,11 @@
 #ifndef SWEEP_SEED
 #define SWEEP_SEED 0x5eedf00dcafeULL
 #endif
+/* Configurations per Test; the valgrind setup builds a lighter copy with
+ * -DCONFIGS_PER_TEST=50 (the size-by-threads grid and 25 random ones). */
+#ifndef CONFIGS_PER_TEST
 #define CONFIGS_PER_TEST 300
+#endif
 
 struct cfg {
 	size_t n;

@@ -2,9 +2,15 @@
 # The test suite, as CI runs it, from a fresh Debian 12 machine:
 # installs what is missing, then builds and runs `meson test` three times:
 #   build-test  warnings as errors; unit (Criterion) and stress suites
-#   build-asan  AddressSanitizer + UndefinedBehaviorSanitizer, every suite
+#   build-asan  AddressSanitizer + UndefinedBehaviorSanitizer, unit and stress
 #   build-tsan  ThreadSanitizer over the plain-main stress programs
 #               (Criterion does not run under TSan; see docs/testing.md)
+# then the 120 s soak of stress_iter (suite soak, a new seed each run) in
+# build-test and build-tsan at the same time, and a 60 s fuzz run
+# (tools/fuzz.sh: libFuzzer, clang, ASan+UBSan) that counts as one more
+# test. About 9 minutes on 2 cores.
+# The valgrind setup (`meson test -C build-test --setup=valgrind`, ~2 min)
+# is not part of it; docs/reliability.md says when to run it.
 # The last line is "N passed, M failed", summed from meson's own summaries.
 set -u
 cd "$(dirname "$0")/.."
@@ -13,6 +19,7 @@ tools/deps.sh gcc meson ninja-build pkg-config libck-dev libcriterion-dev || exi
 passed=0
 failed=0
 status=0
+built=""
 
 # run_pass DIR SETUP-ARGS -- TEST-ARGS
 run_pass() {
@@ -32,15 +39,21 @@ run_pass() {
 		tail -50 "$dir.build.log"
 		failed=$((failed + 1)); status=1; return
 	fi
+	built="$built $dir"
 	meson test -C "$dir" --print-errorlogs "$@" 2>&1 | tee "$dir.test.log"
-	ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$dir.test.log")
+	count "$dir.test.log"
+}
+
+# count LOG: add a meson test log's summary to the totals.
+count() {
+	ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$1")
 	bad=0
 	for k in "Fail" "Unexpected Pass" "Timeout"; do
-		v=$(sed -n "s/^$k: *\([0-9]*\).*/\1/p" "$dir.test.log")
+		v=$(sed -n "s/^$k: *\([0-9]*\).*/\1/p" "$1")
 		bad=$((bad + ${v:-0}))
 	done
 	if [ -z "$ok" ]; then
-		echo "no meson summary in $dir" >&2
+		echo "no meson summary in $1" >&2
 		bad=$((bad + 1))
 	fi
 	passed=$((passed + ${ok:-0}))
@@ -53,10 +66,40 @@ export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/test/lsan.supp print_suppressions=0"
 
 run_pass build-test -Dwerror=true -Dtests=enabled -- --suite unit --suite stress
-run_pass build-asan -Dtests=enabled -Db_sanitize=address,undefined \
-	-Dc_args=-fno-sanitize-recover=all -Db_lundef=false -- --suite unit --suite stress
-run_pass build-tsan -Dtests=enabled -Db_sanitize=thread -Db_lundef=false \
-	-- --suite stress
+# The sanitizer builds run no benchmark, so they build none (bench/peers
+# compiles libtorch and oneTBB peers in C++); build-test still compiles
+# them with warnings as errors.
+run_pass build-asan -Dtests=enabled -Dbenchmarks=disabled \
+	-Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all \
+	-Db_lundef=false -- --suite unit --suite stress
+run_pass build-tsan -Dtests=enabled -Dbenchmarks=disabled \
+	-Db_sanitize=thread -Db_lundef=false -- --suite stress
+
+# The soaks are bounded by time, not work: run side by side they cost two
+# minutes instead of four, each on about half the CPU.
+echo "=== soak:$built"
+for dir in $built; do
+	[ "$dir" = build-asan ] && continue
+	meson test -C "$dir" --print-errorlogs --suite soak >"$dir.soak.log" 2>&1 &
+done
+wait
+for dir in $built; do
+	[ "$dir" = build-asan ] && continue
+	# meson shows a passing test's output only in its own log.
+	grep -h "soak_iter" "$dir.soak.log"
+	grep -h "^stress_iter:" "$dir/meson-logs/testlog.txt"
+	grep -q "^Ok: *1" "$dir.soak.log" || tail -40 "$dir.soak.log"
+	count "$dir.soak.log"
+done
+
+echo "=== fuzz: tools/fuzz.sh 60"
+if tools/fuzz.sh 60 >build-fuzz.log 2>&1; then
+	grep -E '^(Done|stat::)' build-fuzz.log
+	passed=$((passed + 1))
+else
+	tail -60 build-fuzz.log
+	failed=$((failed + 1)); status=1
+fi
 
 echo "$passed passed, $failed failed"
 exit $status
