@@ -131,9 +131,10 @@ typedef enum eachobs_executor {
 	EACHOBS_BACKGROUND,
 	/**
 	 * No threads: getobs() runs inside eachobs_next(), in index order, one
-	 * slot in all (for debugging, like PyTorch's num_workers=0). nthreads,
+	 * slot in all (for debugging, like PyTorch's num_workers=0). nthreads
+	 * (beyond the EACHOBS_MAX_THREADS check every executor makes),
 	 * basesize, oversubscription, buffersize, stack_size, worker_cpus,
-	 * worker_nice and ordered are ignored.
+	 * worker_nice, pool and ordered are ignored; hold still applies.
 	 */
 	EACHOBS_SERIAL,
 } eachobs_executor;

@@ -164,9 +164,11 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 	it->stack_size = o->stack_size ? o->stack_size
 				       : EACHOBS_DEFAULT_STACK_SIZE;
 	it->worker_nice = o->worker_nice;
-	it->pin = o->nworker_cpus > 0;
+	/* SERIAL ignores placement, and check_args did not look at it: the
+	 * list may be NULL or out of range (found by test/fuzz_iter.c). */
+	it->pin = o->nworker_cpus > 0 && o->executor != EACHOBS_SERIAL;
 	CPU_ZERO(&it->cpus);
-	for (unsigned i = 0; i < o->nworker_cpus; i++)
+	for (unsigned i = 0; it->pin && i < o->nworker_cpus; i++)
 		CPU_SET(o->worker_cpus[i], &it->cpus);
 	if (it->executor == EACHOBS_SERIAL || it->nunits == 0) {
 		it->nslots = cfg->consumer;

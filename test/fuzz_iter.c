@@ -251,16 +251,6 @@ static void decode(struct bytes *b, struct plan *p)
 		p->o.nworker_cpus = 1;
 		break;
 	}
-	/*
-	 * Known bug, avoided so that the fuzzer keeps looking for others:
-	 * SERIAL ignores the placement options, but eachobs_parallel still
-	 * reads worker_cpus[0..nworker_cpus) and crashes when it is NULL
-	 * (src/iter.c, plan()). Build with -DFUZZ_KNOWN_BUGS to hit it.
-	 */
-#ifndef FUZZ_KNOWN_BUGS
-	if (p->o.executor == EACHOBS_SERIAL && !p->o.worker_cpus)
-		p->o.nworker_cpus = 0;
-#endif
 	v = take16(b);
 	p->n = v % 8 == 0 ? v % (MAX_N + 1) : v % 65; /* mostly small */
 	p->obs_size = take(b) % 4 ? take(b) % 65 : take(b) + 1; /* 0..256 */

@@ -140,3 +140,29 @@ Test(placement, a_cpu_the_system_cannot_use_gives_eagain)
 	cr_assert_eq(eachobs__alloc_live(), 0);
 	cr_assert_eq(atomic_load(&p.worker_calls), 0);
 }
+
+/* SERIAL ignores placement: a NULL list with a count, or CPU numbers out of
+ * range, must neither fail nor be read (the fuzzer found a NULL read). */
+Test(placement, serial_ignores_placement_options_without_reading_them)
+{
+	static const unsigned far[] = { EACHOBS_MAX_CPU + 5 };
+	eachobs_options o = { .executor = EACHOBS_SERIAL, .nworker_cpus = 3 };
+	struct td td;
+	eachobs_dataset data;
+	eachobs_iter *it;
+	size_t got = 0;
+
+	td_init(&td, 5, 8, 5);
+	data = td_dataset(&td);
+	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0, "NULL list, count 3");
+	while (eachobs_next(it, NULL, NULL) == 1)
+		got++;
+	cr_assert_eq(got, 5);
+	eachobs_close(it);
+	o.worker_cpus = far;
+	o.nworker_cpus = 1;
+	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0, "CPU out of range");
+	eachobs_close(it);
+	td_fini(&td);
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
