@@ -9,13 +9,15 @@
 # build-test and build-tsan at the same time, and a 60 s fuzz run
 # (tools/fuzz.sh: libFuzzer, clang, ASan+UBSan) that counts as one more
 # test. About 9 minutes on 2 cores.
-# The valgrind setup (`meson test -C build-test --setup=valgrind`, ~2 min)
-# is not part of it; docs/reliability.md says when to run it.
+# Beside the soaks, the unit suite runs once more under valgrind memcheck
+# (`meson test --setup=valgrind` in build-test, about 3 minutes alone).
 # The last line is "N passed, M failed", summed from meson's own summaries.
 set -u
 cd "$(dirname "$0")/.."
-tools/deps.sh gcc meson ninja-build pkg-config libck-dev libcriterion-dev || exit 1
+tools/deps.sh gcc meson ninja-build pkg-config libck-dev libcriterion-dev \
+	valgrind || exit 1
 
+rm -f build-test.valgrind.log
 passed=0
 failed=0
 status=0
@@ -77,11 +79,19 @@ run_pass build-tsan -Dtests=enabled -Dbenchmarks=disabled \
 
 # The soaks are bounded by time, not work: run side by side they cost two
 # minutes instead of four, each on about half the CPU.
-echo "=== soak:$built"
+echo "=== soak:$built, and valgrind in build-test"
 for dir in $built; do
 	[ "$dir" = build-asan ] && continue
-	meson test -C "$dir" --print-errorlogs --suite soak >"$dir.soak.log" 2>&1 &
+	meson test -C "$dir" --no-rebuild --print-errorlogs --suite soak \
+		>"$dir.soak.log" 2>&1 &
 done
+# Its own test log (testlog-valgrind.txt), so it can share build-test.
+case " $built " in
+*" build-test "*)
+	meson test -C build-test --no-rebuild --print-errorlogs \
+		--setup=valgrind >build-test.valgrind.log 2>&1 &
+	;;
+esac
 wait
 for dir in $built; do
 	[ "$dir" = build-asan ] && continue
@@ -92,6 +102,10 @@ for dir in $built; do
 	count "$dir.soak.log"
 done
 
+if [ -e build-test.valgrind.log ]; then
+	grep -E "^ *[0-9]+/[0-9]+ " build-test.valgrind.log
+	count build-test.valgrind.log
+fi
 echo "=== fuzz: tools/fuzz.sh 60"
 if tools/fuzz.sh 60 >build-fuzz.log 2>&1; then
 	grep -E '^(Done|stat::)' build-fuzz.log
