@@ -127,7 +127,9 @@ Test(epochs, shuffled_output_is_identical_for_every_executor_and_thread_count)
 
 	cr_assert_eq(collect(N, base, ref, N), N);
 	for (int e = 0; e < NEXECUTORS; e++) {
-		for (unsigned t = 1; t <= 8; t *= 2) {
+		static const unsigned counts[] = { 1, 2, 8, 64 };
+		for (size_t ti = 0; ti < 4; ti++) {
+			unsigned t = counts[ti];
 			for (size_t bs = 0; bs <= 16; bs += 16) {
 				eachobs_options o = base;
 				o.executor = executors[e];
@@ -153,6 +155,70 @@ Test(epochs, shuffled_output_is_identical_for_every_executor_and_thread_count)
 	}
 	free(ref);
 	free(got);
+}
+
+/* A random crop and flip of a 32 x 32 "image", drawn from
+ * eachobs_seed(seed, epoch, idx): what a getobs with augmentation does. */
+enum { SIDE = 32, CROP = 16 };
+
+static int crop_getobs(void *ctx, size_t idx, void *obs)
+{
+	const struct sd *d = ctx;
+	unsigned long long r = eachobs_seed(d->seed, d->epoch, idx);
+	size_t x0 = r % (SIDE - CROP + 1), y0 = (r >> 8) % (SIDE - CROP + 1);
+	bool flip = (r >> 16) & 1;
+	unsigned char *out = obs;
+
+	for (size_t y = 0; y < CROP; y++)
+		for (size_t x = 0; x < CROP; x++) {
+			size_t sx = x0 + (flip ? CROP - 1 - x : x);
+			out[y * CROP + x] = (unsigned char)(idx * 31 + (y0 + y) * SIDE + sx);
+		}
+	return 0;
+}
+
+/* Every batch's bytes, in order, for one configuration. */
+static unsigned char *crop_batches(unsigned nthreads, eachobs_executor ex,
+				   size_t n, size_t *bytes)
+{
+	struct sd d = { .n = n, .seed = 77, .epoch = 5 };
+	eachobs_dataset data = { &d, sd_numobs, crop_getobs, CROP * CROP };
+	eachobs_options o = { .nthreads = nthreads, .executor = ex,
+			      .ordered = true, .batchsize = 8, .shuffle = true,
+			      .seed = 77, .epoch = 5 };
+	unsigned char *all = malloc(n * CROP * CROP), *p = all;
+	eachobs_iter *it;
+	eachobs_batch b;
+	int rc;
+
+	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
+	while ((rc = eachobs_next_batch(it, &b)) == 1) {
+		memcpy(p, b.data, b.count * CROP * CROP);
+		p += b.count * CROP * CROP;
+	}
+	cr_assert_eq(rc, 0);
+	eachobs_close(it);
+	*bytes = (size_t)(p - all);
+	return all;
+}
+
+Test(epochs, seeded_random_crops_give_byte_identical_batches_for_any_thread_count)
+{
+	size_t n = 1003, ref_bytes, bytes;
+	unsigned char *ref = crop_batches(1, EACHOBS_SERIAL, n, &ref_bytes);
+	static const unsigned counts[] = { 1, 2, 8 };
+
+	cr_assert_eq(ref_bytes, n * CROP * CROP);
+	for (int e = 0; e < NEXECUTORS; e++)
+		for (size_t t = 0; t < 3; t++) {
+			unsigned char *got = crop_batches(counts[t], executors[e], n, &bytes);
+			cr_assert_eq(bytes, ref_bytes);
+			cr_assert(memcmp(got, ref, bytes) == 0,
+				  "%s with %u threads: other bytes",
+				  executor_name(executors[e]), counts[t]);
+			free(got);
+		}
+	free(ref);
 }
 
 Test(epochs, each_epoch_visits_every_index_once_in_another_order)

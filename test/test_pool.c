@@ -175,6 +175,34 @@ Test(pool, two_iterators_on_one_pool_never_wait_for_each_other)
 	cr_assert_eq(eachobs__alloc_live(), 0);
 }
 
+/* Reuse over many epochs: no thread and no memory grows. */
+Test(pool, a_thousand_epochs_on_one_pool_grow_no_thread_and_no_memory, .timeout = 120)
+{
+	eachobs_pool *p;
+	struct pd d;
+
+	cr_assert_eq(eachobs_pool_create(&p, 3), 0);
+	int with_pool = threads_now();
+	long live = eachobs__alloc_live();
+	pd_init(&d, 64);
+	eachobs_dataset data = pd_dataset(&d);
+	for (int epoch = 0; epoch < 1000; epoch++) {
+		eachobs_iter *it;
+		eachobs_options o = { .pool = p, .shuffle = true, .epoch = epoch,
+				      .batchsize = epoch % 2 ? 8 : 0,
+				      .ordered = epoch % 3 == 0 };
+		memset(d.calls, 0, 64 * sizeof(*d.calls));
+		cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
+		drain_all(it, &d, o.batchsize);
+		eachobs_close(it);
+		cr_assert_eq(eachobs__alloc_live(), live, "epoch %d left memory", epoch);
+		cr_assert_eq(threads_now(), with_pool, "epoch %d changed the threads", epoch);
+	}
+	pd_fini(&d);
+	eachobs_pool_destroy(p);
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
+
 struct destroyer {
 	eachobs_pool *p;
 	atomic_bool done;

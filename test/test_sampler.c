@@ -122,13 +122,14 @@ Test(sampler, no_shuffle_ignores_seed_and_epoch)
 
 Test(sampler, shuffle_is_a_bijection_for_many_lengths)
 {
-	size_t lengths[15] = { 0, 1, 2, 3, 5, 7, 8, 100, 1000, 4097 };
+	size_t lengths[16] = { 0, 1, 2, 3, 5, 7, 8, 100, 1000, 4097,
+			       ((size_t)1 << 20) + 7 };
 	uint64_t rng = 0x5eed;
 	char what[96];
 
-	for (size_t k = 10; k < 15; k++)
+	for (size_t k = 11; k < 16; k++)
 		lengths[k] = 1 + splitmix64(&rng) % 50000;
-	for (size_t k = 0; k < 15; k++)
+	for (size_t k = 0; k < 16; k++)
 		for (unsigned long long e = 0; e < 3; e++) {
 			size_t *v = shuffled(lengths[k], 11 + e, e);
 
