@@ -295,6 +295,10 @@ struct eachobs_iter {
 	/* Shared by every thread. */
 	_Atomic bool closing EACHOBS__ALIGNED; /* no getobs may start */
 	_Atomic bool stop;   /* unordered: a getobs failed, claim no more */
+	/* Batched: units opened whose entries are not all claimed yet, so
+	 * that a thread looking for one to help with need not scan every
+	 * slot when there is none. */
+	_Atomic size_t open_units EACHOBS__ALIGNED;
 	struct eachobs__pool pool;
 	struct eachobs__ring ring;
 	struct eachobs__order order;

@@ -119,6 +119,7 @@ static void open_unit(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
 	atomic_store_explicit(&slot->count, eachobs__unit_count(it, u),
 			      memory_order_relaxed);
 	atomic_store_explicit(&slot->done, 0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&it->open_units, 1, memory_order_relaxed);
 	atomic_store_explicit(&slot->claim, gen << 32, memory_order_release);
 }
 
@@ -134,8 +135,8 @@ static void open_unit(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
  */
 enum { CLAIM_MAX = 16 };
 
-static bool claim_entries(struct eachobs__slot *slot, size_t *u, size_t *e,
-			  size_t *k)
+static bool claim_entries(eachobs_iter *it, struct eachobs__slot *slot,
+			  size_t *u, size_t *e, size_t *k)
 {
 	uint64_t w = atomic_load_explicit(&slot->claim, memory_order_acquire);
 
@@ -155,6 +156,10 @@ static bool claim_entries(struct eachobs__slot *slot, size_t *u, size_t *e,
 			*u = unit;
 			*e = next;
 			*k = take;
+			/* Exactly one claim takes the last entry. */
+			if (next + take == count)
+				atomic_fetch_sub_explicit(&it->open_units, 1,
+							  memory_order_relaxed);
 			return true;
 		}
 	}
@@ -178,7 +183,7 @@ static bool load_claimed(eachobs_iter *it, struct eachobs__slot *slot)
 	uint64_t t0 = eachobs__now_ns();
 	size_t u, e, run, k = 0;
 
-	while (!eachobs__closing(it) && claim_entries(slot, &u, &e, &run)) {
+	while (!eachobs__closing(it) && claim_entries(it, slot, &u, &e, &run)) {
 		for (size_t i = 0; i < run; i++)
 			load_entry(it, slot, u, e + i);
 		k += run;
@@ -200,15 +205,23 @@ bool eachobs__fill(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
 	return load_claimed(it, slot);
 }
 
+/* Where this thread last found an open unit: open units are few, and
+ * usually where they were. */
+static EACHOBS__TLS size_t help_from;
+
 int eachobs__help(eachobs_iter *it, unsigned hint, struct eachobs__slot **done)
 {
-	size_t u, e, run;
+	size_t u, e, run, from = (help_from + hint) % it->nslots;
 
 	*done = NULL;
+	if (atomic_load_explicit(&it->open_units, memory_order_relaxed) == 0)
+		return 0;
 	for (size_t k = 0; k < it->nslots && !eachobs__closing(it); k++) {
-		struct eachobs__slot *slot = &it->slots[(hint + k) % it->nslots];
-		if (!claim_entries(slot, &u, &e, &run))
+		size_t i = (from + k) % it->nslots;
+		struct eachobs__slot *slot = &it->slots[i];
+		if (!claim_entries(it, slot, &u, &e, &run))
 			continue;
+		help_from = i;
 		uint64_t t0 = eachobs__now_ns();
 		for (size_t i = 0; i < run; i++)
 			load_entry(it, slot, u, e + i);
