@@ -8,7 +8,8 @@
 # then the 120 s soak of stress_iter (suite soak, a new seed each run) in
 # build-test and build-tsan at the same time, and a 60 s fuzz run
 # (tools/fuzz.sh: libFuzzer, clang, ASan+UBSan) that counts as one more
-# test. About 9 minutes on 2 cores.
+# test, and the MPI shards example with 4 ranks (tools/mpi_example.sh),
+# one more. About 10 minutes on 2 cores.
 # Beside the soaks, the unit suite runs once more under valgrind memcheck
 # (`meson test --setup=valgrind` in build-test, about 3 minutes alone).
 # The last line is "N passed, M failed", summed from meson's own summaries.
@@ -115,5 +116,15 @@ else
 	failed=$((failed + 1)); status=1
 fi
 
+# Issue 5's distributed example: 4 MPI ranks, each loading its shard;
+# counts as one test.
+echo "=== mpi: tools/mpi_example.sh"
+if tools/mpi_example.sh >build-mpi.log 2>&1; then
+	grep -E "epoch|OK" build-mpi.log
+	passed=$((passed + 1))
+else
+	tail -60 build-mpi.log
+	failed=$((failed + 1)); status=1
+fi
 echo "$passed passed, $failed failed"
 exit $status
