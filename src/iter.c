@@ -76,6 +76,11 @@ static int unit_size(const eachobs_dataset *data, const eachobs_options *o,
 		return -EINVAL;
 	cfg->buf_bytes = (cfg->cap * data->obs_size + EACHOBS__CACHELINE - 1) &
 			 ~(size_t)(EACHOBS__CACHELINE - 1);
+	/* Even empty observations get a cache line each, so that every unit
+	 * has its own data pointer: eachobs_release finds a held item by it
+	 * (with one shared pointer it could give back the wrong one). */
+	if (cfg->buf_bytes == 0)
+		cfg->buf_bytes = EACHOBS__CACHELINE;
 	cfg->consumer = o->hold ? o->hold : 1;
 	return 0;
 }

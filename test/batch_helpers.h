@@ -165,10 +165,12 @@ static inline bool bd_bytes_ok(const struct bd *d, size_t idx, const void *obs,
 }
 
 /* Bytes of one unit as the library lays it out: count observations,
- * rounded up to a cache line. */
+ * rounded up to a cache line (one line for empty ones). */
 static inline size_t bd_unit_bytes(size_t cap, size_t obs_size)
 {
-	return (cap * obs_size + 63) & ~(size_t)63;
+	size_t b = (cap * obs_size + 63) & ~(size_t)63;
+
+	return b ? b : 64; /* empty units still get a line each */
 }
 
 /* The documented memory bound, in units: buffersize + nthreads +

@@ -264,3 +264,32 @@ Test(hold, hold_above_the_maximum_is_einval)
 	cr_assert_eq(eachobs_parallel(&it, &data, &o), -EINVAL);
 	bd_fini(&d);
 }
+
+/* Empty observations still have one pointer each, so that releasing one
+ * gives back that one (found by the fuzzer: with a shared pointer the
+ * first held batch was released instead, and its idx array reused). */
+Test(hold, empty_observations_are_released_one_by_one)
+{
+	for (int e = 0; e < NEXECUTORS; e++) {
+		struct bd d;
+		eachobs_iter *it;
+		eachobs_batch a, b, c;
+
+		bd_init(&d, 8, 0);
+		eachobs_dataset data = bd_dataset(&d);
+		cr_assert_eq(eachobs_parallel(&it, &data, &(eachobs_options){
+			.executor = executors[e], .ordered = true,
+			.batchsize = 2, .hold = 2, .nthreads = 2 }), 0);
+		cr_assert_eq(eachobs_next_batch(it, &a), 1);
+		cr_assert_eq(eachobs_next_batch(it, &b), 1);
+		cr_assert_neq(a.data, b.data, "%s: one pointer for two items",
+			      executor_name(executors[e]));
+		cr_assert_eq(eachobs_release(it, b.data), 0);
+		cr_assert_eq(eachobs_next_batch(it, &c), 1);
+		cr_assert_eq(a.idx[0], 0, "%s: the held batch changed under us",
+			     executor_name(executors[e]));
+		cr_assert_eq(c.idx[0], 4);
+		eachobs_close(it);
+		bd_fini(&d);
+	}
+}
