@@ -23,10 +23,15 @@ clang -std=c11 -g -O1 -DEACHOBS_BUILDING \
 	-lck -lpthread -o build-fuzz/fuzz_iter
 
 # -timeout: an input that runs 20 s is a hang (each takes milliseconds).
+# -len_control=0 -max_len=512: the options, the failures and then the
+# release schedule take 30 bytes and more; growing inputs from a few bytes,
+# as libFuzzer does by default, left failures, samplers and pools untried
+# for most of a one-minute run.
 # -rss_limit_mb / -malloc_limit_mb: the memory bound is part of the
 # contract; an input that needs more is a failure.
 export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
 export ASAN_OPTIONS="detect_leaks=1"
 exec build-fuzz/fuzz_iter -max_total_time="$seconds" -timeout=20 \
+	-len_control=0 -max_len=512 \
 	-rss_limit_mb=1024 -malloc_limit_mb=512 -print_final_stats=1 \
 	-artifact_prefix=build-fuzz/ fuzz-corpus
