@@ -640,19 +640,13 @@ static bool matches(const struct expect *e, size_t k, const struct item *t)
 	return j == t->count;
 }
 
-/*
- * The bytes and lengths of a yielded item, unchanged while valid. With
- * obs_size 0 every item has the same address, so when several are held,
- * which one eachobs_release gives back is the library's choice, and the
- * arrays of the others are all that is known to stay.
- */
+/* The bytes, indices and lengths of a yielded item, unchanged while it is
+ * valid (every item has its own pointer, even with obs_size 0). */
 static void check_item(const struct plan *p, const struct item *t)
 {
-	bool ambiguous = !p->obs_size && p->o.hold > 1;
-
 	for (size_t j = 0; j < t->count; j++) {
 		check_bytes(p, t->data + j * p->obs_size, t->idx[j]);
-		if (t->lib_idx && !ambiguous)
+		if (t->lib_idx)
 			CHECK(t->lib_idx[j] == t->idx[j] &&
 				      t->lib_len[j] == len_of(p, t->idx[j]),
 			      "batch entry %zu: index %zu length %zu, expected %zu, %zu", j,
