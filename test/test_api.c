@@ -289,8 +289,11 @@ static long few_of_many(size_t n, const eachobs_options *o, size_t few)
 	t0 = now_s();
 	finish(&c, label);
 	t_close = now_s() - t0;
-	cr_assert_lt(t_start, 1.0, "%s: eachobs_parallel took %.3f s", label, t_start);
-	cr_assert_lt(t_close, 1.0, "%s: eachobs_close took %.3f s", label, t_close);
+	/* Not a speed check: anything proportional to n (2^40 or SIZE_MAX)
+	 * would take hours. 30 s leaves room for valgrind on a busy machine
+	 * (1.6 s was seen there against 1 s allowed before). */
+	cr_assert_lt(t_start, 30.0, "%s: eachobs_parallel took %.3f s", label, t_start);
+	cr_assert_lt(t_close, 30.0, "%s: eachobs_close took %.3f s", label, t_close);
 	td_fini(&td);
 	return live;
 }

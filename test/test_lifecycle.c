@@ -249,7 +249,9 @@ Test(close, returns_within_about_one_getobs_duration)
 				t0 = now_s();
 				finish(&c, label);
 				took = now_s() - t0;
-				cr_assert_lt(took, 1.0, "%s: eachobs_close took %.3f s",
+				/* Loading the rest would take 12.5 s; 5 s
+				 * leaves room for valgrind on a busy machine. */
+				cr_assert_lt(took, 5.0, "%s: eachobs_close took %.3f s",
 					     label, took);
 				td_fini(&td);
 			}
