@@ -396,6 +396,19 @@ static int take_serial(eachobs_iter *it, struct eachobs__slot **out)
 	return 1;
 }
 
+/* THREADED consumer: a free slot and an unclaimed unit for it, or NULL
+ * (the consumer's own slot: it holds no other while it helps). */
+static struct eachobs__slot *take_free_unit(eachobs_iter *it, size_t *u)
+{
+	struct eachobs__slot *slot = eachobs__ring_try_get_free(it);
+
+	if (slot && !eachobs__pool_take_one(it, u)) {
+		eachobs__ring_put_free(it, slot);
+		slot = NULL;
+	}
+	return slot;
+}
+
 /* THREADED consumer, batched, nothing ready: help fill an open batch, or
  * take a unit and fill it. Returns a unit this call completed, if any;
  * *progress says whether it loaded anything. */
@@ -407,15 +420,9 @@ static struct eachobs__slot *help_batched(eachobs_iter *it, bool *progress)
 	*progress = eachobs__help(it, 0, &slot) == 1;
 	if (*progress)
 		return slot;
-	if (atomic_load_explicit(&it->stop, memory_order_relaxed))
+	if (atomic_load_explicit(&it->stop, memory_order_relaxed) ||
+	    !(slot = take_free_unit(it, &u)))
 		return NULL;
-	slot = eachobs__ring_try_get_free(it);
-	if (!slot)
-		return NULL;
-	if (!eachobs__pool_take_one(it, &u)) {
-		eachobs__ring_put_free(it, slot);
-		return NULL;
-	}
 	*progress = true;
 	return eachobs__fill(it, slot, u) ? slot : NULL;
 }
@@ -436,13 +443,8 @@ static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
 		return NULL;
 	}
 	uint64_t t0 = eachobs__now_ns();
-	slot = eachobs__ring_try_get_free(it);
-	if (!slot)
+	if (!(slot = take_free_unit(it, &u)))
 		return NULL;
-	if (!eachobs__pool_take_one(it, &u)) {
-		eachobs__ring_put_free(it, slot);
-		return NULL;
-	}
 	*progress = true;
 	eachobs__fill(it, slot, u);
 	it->help_ns = eachobs__now_ns() - t0;

@@ -268,25 +268,33 @@ void eachobs__ring_wake_all(eachobs_iter *it)
 	eachobs__event_notify(&it->ring.ev_free, INT_MAX);
 }
 
+/* Up to want credits if there are any, without waiting. */
+static size_t try_take_credits(eachobs_iter *it, size_t want)
+{
+	size_t c = atomic_load_explicit(&it->ring.credits, memory_order_relaxed);
+
+	while (c > 0) {
+		size_t k = c < want ? c : want;
+		if (atomic_compare_exchange_weak_explicit(
+			    &it->ring.credits, &c, c - k, memory_order_acquire,
+			    memory_order_relaxed))
+			return k;
+	}
+	return 0;
+}
+
 /* Take between 1 and want credits, sleeping while there are none; 0 once
  * close has begun. */
 static size_t take_credits(eachobs_iter *it, size_t want)
 {
-	struct eachobs__ring *r = &it->ring;
-
 	for (;;) {
-		size_t c = atomic_load_explicit(&r->credits, memory_order_relaxed);
-		while (c > 0) {
-			size_t k = c < want ? c : want;
-			if (atomic_compare_exchange_weak_explicit(
-				    &r->credits, &c, c - k, memory_order_acquire,
-				    memory_order_relaxed))
-				return k;
-		}
+		size_t k = try_take_credits(it, want);
+		if (k)
+			return k;
 		if (eachobs__closing(it))
 			return 0;
-		eachobs__event_wait_timed(&r->ev_room, room_or_closing, it,
-					  EACHOBS__LOADER_SPINS);
+		eachobs__event_wait_timed(&it->ring.ev_room, room_or_closing,
+					  it, EACHOBS__LOADER_SPINS);
 	}
 }
 
@@ -305,6 +313,32 @@ static void publish_run(eachobs_iter *it, struct eachobs__slot **run,
 	pthread_mutex_unlock(&r->producer_lock);
 	if (k)
 		eachobs__event_notify_single(&r->ev_ready, ready_or_closing, it);
+}
+
+/* Load indices [first, first + k) into free slots run[0..), whose credits
+ * the caller holds; stop early on close or a failure (STOP). The number
+ * loaded; *per_item_ns what each took, when any was. */
+static size_t load_run(eachobs_iter *it, struct eachobs__slot **run,
+		       size_t first, size_t k, uint64_t *per_item_ns)
+{
+	uint64_t t0 = eachobs__now_ns();
+	size_t n = 0;
+
+	for (; n < k; n++) {
+		/* Checked right before getobs: once close has begun, no new
+		 * getobs starts. */
+		if (eachobs__closing(it) ||
+		    atomic_load_explicit(&it->stop, memory_order_relaxed))
+			break;
+		/* The credits cover these slots: the wait is for safety. */
+		run[n] = eachobs__ring_get_free(it);
+		if (!run[n])
+			break;
+		eachobs__fill(it, run[n], first + n);
+	}
+	if (n)
+		*per_item_ns = (eachobs__now_ns() - t0) / n;
+	return n;
 }
 
 /*
@@ -328,46 +362,20 @@ static void run_unbatched(eachobs_iter *it, unsigned self)
 
 	for (;;) {
 		size_t c = take_credits(it, per_item < EACHOBS__CHEAP_NS ? EACHOBS__RUN_MAX : 1);
-		size_t first, k = 0, n = 0;
+		size_t first, k = 0, n;
 		if (c)
 			k = eachobs__pool_claim_run(it, self, c, &first);
 		if (k < c)
 			give_credits(it, c - k);
 		if (k == 0)
 			return;
-		uint64_t t0 = eachobs__now_ns();
-		for (; n < k; n++) {
-			/* Checked right before getobs: once close has begun,
-			 * no new getobs starts. */
-			if (eachobs__closing(it))
-				return;
-			if (atomic_load_explicit(&it->stop, memory_order_relaxed))
-				break;
-			run[n] = eachobs__ring_get_free(it);
-			if (!run[n])
-				return;
-			eachobs__fill(it, run[n], first + n);
-		}
-		per_item = n ? (eachobs__now_ns() - t0) / n : UINT64_MAX;
+		n = load_run(it, run, first, k, &per_item);
+		if (eachobs__closing(it))
+			return;
 		if (n < k)
 			give_credits(it, k - n);
 		publish_run(it, run, n);
 	}
-}
-
-/* Up to want credits if there are any, without waiting. */
-static size_t try_take_credits(eachobs_iter *it, size_t want)
-{
-	size_t c = atomic_load_explicit(&it->ring.credits, memory_order_relaxed);
-
-	while (c > 0) {
-		size_t k = c < want ? c : want;
-		if (atomic_compare_exchange_weak_explicit(
-			    &it->ring.credits, &c, c - k, memory_order_acquire,
-			    memory_order_relaxed))
-			return k;
-	}
-	return 0;
 }
 
 /*
@@ -381,24 +389,13 @@ static size_t try_take_credits(eachobs_iter *it, size_t want)
 size_t eachobs__ring_help_run(eachobs_iter *it, uint64_t *per_item_ns)
 {
 	struct eachobs__slot *run[EACHOBS__RUN_MAX];
-	size_t c = try_take_credits(it, EACHOBS__RUN_MAX), first, k = 0, n = 0;
+	size_t c = try_take_credits(it, EACHOBS__RUN_MAX), first, k = 0, n;
 
 	if (c)
 		k = eachobs__pool_take_run(it, c, &first);
 	if (k < c)
 		give_credits(it, c - k);
-	uint64_t t0 = eachobs__now_ns();
-	for (; n < k; n++) {
-		if (atomic_load_explicit(&it->stop, memory_order_relaxed))
-			break;
-		/* Cannot fail: the credits above cover these slots. */
-		run[n] = eachobs__ring_try_get_free(it);
-		if (!run[n])
-			break;
-		eachobs__fill(it, run[n], first + n);
-	}
-	if (n)
-		*per_item_ns = (eachobs__now_ns() - t0) / n;
+	n = k ? load_run(it, run, first, k, per_item_ns) : 0;
 	if (n < k)
 		give_credits(it, k - n);
 	publish_run(it, run, n);
