@@ -176,7 +176,7 @@ Test(pool, two_iterators_on_one_pool_never_wait_for_each_other)
 }
 
 /* Reuse over many epochs: no thread and no memory grows. */
-Test(pool, a_thousand_epochs_on_one_pool_grow_no_thread_and_no_memory, .timeout = 120)
+Test(pool, a_thousand_epochs_on_one_pool_grow_no_thread_and_no_memory)
 {
 	eachobs_pool *p;
 	struct pd d;
