@@ -205,13 +205,13 @@ bool eachobs__fill(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
 	return load_claimed(it, slot);
 }
 
-/* Where this thread last found an open unit: open units are few, and
- * usually where they were. */
+/* Where this thread last found an open unit, plus one: open units are
+ * few, and usually where they were. 0: start at the caller's hint. */
 static EACHOBS__TLS size_t help_from;
 
 int eachobs__help(eachobs_iter *it, unsigned hint, struct eachobs__slot **done)
 {
-	size_t u, e, run, from = (help_from + hint) % it->nslots;
+	size_t u, e, run, from = (help_from ? help_from - 1 : hint) % it->nslots;
 
 	*done = NULL;
 	if (atomic_load_explicit(&it->open_units, memory_order_relaxed) == 0)
@@ -221,10 +221,10 @@ int eachobs__help(eachobs_iter *it, unsigned hint, struct eachobs__slot **done)
 		struct eachobs__slot *slot = &it->slots[i];
 		if (!claim_entries(it, slot, &u, &e, &run))
 			continue;
-		help_from = i;
+		help_from = i + 1;
 		uint64_t t0 = eachobs__now_ns();
-		for (size_t i = 0; i < run; i++)
-			load_entry(it, slot, u, e + i);
+		for (size_t j = 0; j < run; j++)
+			load_entry(it, slot, u, e + j);
 		account(t0, run);
 		if (entries_done(slot, run))
 			*done = slot;
