@@ -294,7 +294,10 @@ typedef struct eachobs_options {
 	 * released). Memory becomes buffersize + workers + K items. In ordered
 	 * mode a held item does not hold up the reorder window: the iterator
 	 * swaps in one of K spare buffers as it yields (no copy). At most
-	 * EACHOBS_MAX_SLOTS.
+	 * EACHOBS_MAX_SLOTS. A getobs() that itself returns -ENOBUFS is
+	 * passed through like any code (and sticks): a caller whose getobs
+	 * can return it tells the two apart by releasing an item and calling
+	 * again.
 	 */
 	unsigned hold;
 	/**
