@@ -550,8 +550,11 @@ static int run_epoch(struct pipeline *p, const struct config *cf,
 	}
 	if (ck)
 		memset(ck->seen, 0, p->folder->n);
-	while (!atomic_load(&interrupted) &&
-	       (rc = eachobs_next_batch(it, &b)) == 1) {
+	while ((rc = eachobs_next_batch(it, &b)) == 1) {
+		if (atomic_load(&interrupted)) {
+			r->interrupted = 1; /* Ctrl-C: stop mid-epoch */
+			break;
+		}
 		/* Labels come from the indices: folder->labels[b.idx[j]]. */
 		step_sink += train_step(b.data, b.count * OBS_FLOATS, step_us);
 		step_sink += p->folder->labels[b.idx[0]];
@@ -570,8 +573,8 @@ static int run_epoch(struct pipeline *p, const struct config *cf,
 		fprintf(stderr, "%s: %s\n", cf->name, eachobs_strerror(rc));
 		goto unpin;
 	}
-	if (atomic_load(&interrupted)) {
-		r->interrupted = 1;
+	if (r->interrupted) {
+		rc = 0;
 		goto unpin;
 	}
 	r->epochs_done++;
@@ -620,7 +623,8 @@ static int run_config(struct pipeline *p, const struct config *cf,
 	if (rc == 1)
 		return 0; /* skipped */
 	report(cf, &r);
-	return rc < 0 ? -1 : r.interrupted;
+	/* A Ctrl-C after the last batch still ends the run here. */
+	return rc < 0 ? -1 : r.interrupted || atomic_load(&interrupted);
 }
 
 static void usage(void)
