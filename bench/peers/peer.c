@@ -248,6 +248,18 @@ void peer_seen_free(struct peer_seen *s)
 	s->seen = NULL;
 }
 
+uint64_t peer_seen_finish(struct peer_seen *s, bool first, uint64_t t_first,
+			  uint64_t t0)
+{
+	if (first) {
+		peer_seen_free(s);
+		return t_first;
+	}
+	uint64_t t = peer_now_ns() - t0;
+	peer_seen_done(s);
+	return t;
+}
+
 static int cmp_u64(const void *x, const void *y)
 {
 	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;

@@ -85,6 +85,11 @@ void peer_seen_take(struct peer_seen *s, size_t idx);
 void peer_seen_done(struct peer_seen *s);
 /* Frees without the count check (after an early stop). */
 void peer_seen_free(struct peer_seen *s);
+/* The end of every peer's run: for the first-item case (first), free and
+ * return t_first; else check that all arrived, free, and return the time
+ * since t0. */
+uint64_t peer_seen_finish(struct peer_seen *s, bool first, uint64_t t_first,
+			  uint64_t t0);
 
 /* One timed run of a cell: P threads, batch size batch; returns the
  * time in ns (the case says from when to when). */

@@ -100,19 +100,12 @@ static uint64_t run(const struct peer_args *a, unsigned p, unsigned batch,
 	while ((rc = next(it, c->batchsize, &s, &idx)) == 1)
 		if (a->kase == PEER_FIRST)
 			break;
-	if (a->kase == PEER_FIRST) {
-		t = peer_now_ns() - t0;
-		eachobs_close(it);
-		peer_seen_free(&s);
-		return t;
-	}
-	if (rc < 0)
+	t = peer_now_ns() - t0;
+	if (a->kase != PEER_FIRST && rc < 0)
 		peer_die("eachobs_next (index %zu): %s", idx,
 			 eachobs_strerror(rc));
 	eachobs_close(it);
-	t = peer_now_ns() - t0;
-	peer_seen_done(&s);
-	return t;
+	return peer_seen_finish(&s, a->kase == PEER_FIRST, t, t0);
 }
 
 int main(int argc, char **argv)

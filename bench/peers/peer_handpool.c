@@ -110,12 +110,7 @@ static uint64_t run(const struct peer_args *a, unsigned p, unsigned batch,
 	pthread_cond_destroy(&pl.not_full);
 	pthread_cond_destroy(&pl.not_empty);
 	pthread_mutex_destroy(&pl.mu);
-	if (a->kase == PEER_FIRST) {
-		peer_seen_free(&s);
-	} else {
-		t = peer_now_ns() - t0;
-		peer_seen_done(&s);
-	}
+	t = peer_seen_finish(&s, a->kase == PEER_FIRST, t, t0);
 	free(pl.q);
 	free(th);
 	return t;

@@ -55,13 +55,7 @@ uint64_t run(const peer_args *a, unsigned p, unsigned batch, void *)
 			}
 		}
 	} /* the loader's destructor joins its workers */
-	if (first) {
-		peer_seen_free(&s);
-		return t;
-	}
-	t = peer_now_ns() - t0;
-	peer_seen_done(&s);
-	return t;
+	return peer_seen_finish(&s, first, t, t0);
 }
 
 } // namespace
