@@ -217,14 +217,15 @@ struct eachobs__worker {
 	eachobs_iter *it;
 	unsigned self;
 	bool borrowed;               /* runs on a thread of an eachobs_pool */
-	pthread_t thread;            /* when not borrowed */
+	bool created;                /* thread is ours to join */
+	pthread_t thread;            /* when created */
+	void *lent;                  /* when borrowed: the pool's thread */
 };
 
 struct eachobs__pool {
 	struct eachobs__deque *deques; /* unordered only: one per worker */
 	struct eachobs__worker *workers;
 	unsigned nthreads;             /* workers to start */
-	unsigned nstarted;             /* workers started */
 	/* The eachobs_pool lending threads, or NULL; `borrowed` counts the
 	 * lent threads still running a worker, under lender->lock. */
 	eachobs_pool *lender;
@@ -235,6 +236,9 @@ struct eachobs__pool {
 	 * eachobs_parallel knows it will succeed. */
 	_Atomic bool go;
 	struct eachobs__event ev_go;
+	/* Workers [0, nlent) run on lent threads, [nlent, nthreads) on
+	 * threads of their own. */
+	unsigned nlent;
 };
 
 /* ---- threads.c: persistent threads an eachobs_pool lends ------------- */
@@ -245,8 +249,13 @@ void eachobs__worker_run(struct eachobs__worker *w);
 void eachobs__lender_attach(eachobs_pool *pool);
 void eachobs__lender_detach(eachobs_pool *pool);
 unsigned eachobs__lender_size(const eachobs_pool *pool);
-/* Hand worker w to an idle thread of pool; false when none is idle. */
-bool eachobs__lender_borrow(eachobs_pool *pool, struct eachobs__worker *w);
+/* Give it's workers [0, k) to k idle threads of pool, as many as are idle
+ * up to it->pool.nthreads, and set it->pool.nlent = k under the pool's
+ * lock, so that a thread that sees its job early (it may, harmlessly)
+ * also sees k. Each thread runs its worker once eachobs__lender_wake
+ * wakes it. */
+void eachobs__lender_reserve(eachobs_pool *pool, eachobs_iter *it);
+void eachobs__lender_wake(struct eachobs__worker *w);
 /* Wait until no thread of pool runs a worker of it. */
 void eachobs__lender_wait(eachobs_pool *pool, eachobs_iter *it);
 
@@ -363,6 +372,8 @@ void eachobs__hold_release_auto(eachobs_iter *it);
 /* pool.c */
 int eachobs__pool_init(eachobs_iter *it, unsigned nthreads);
 int eachobs__pool_start(eachobs_iter *it);
+/* Workers running (after a successful start): lent or created. */
+unsigned eachobs__pool_started(const eachobs_iter *it);
 void eachobs__pool_wake_all(eachobs_iter *it);
 void eachobs__pool_join(eachobs_iter *it);
 void eachobs__pool_fini(eachobs_iter *it);

@@ -600,7 +600,7 @@ int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st)
 	st->consumer_wait_ns = stat(&it->cstats.idle_ns);
 	st->consumer_getobs_ns = stat(&it->cstats.getobs_ns);
 	st->loaded = st->loaded_by_consumer;
-	for (unsigned j = 0; j < it->pool.nstarted; j++) {
+	for (unsigned j = 0; j < it->pool.nthreads; j++) {
 		const struct eachobs__stats *w = &it->pool.workers[j].stats;
 		st->loaded += stat(&w->loaded);
 		st->worker_getobs_ns += stat(&w->getobs_ns);
@@ -608,7 +608,7 @@ int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st)
 		st->steals += stat(&w->steals);
 	}
 	st->max_waiting = it->max_waiting;
-	st->nworkers = it->pool.nstarted;
+	st->nworkers = eachobs__pool_started(it);
 	return 0;
 }
 

@@ -4,8 +4,9 @@
  * creating threads (16 pthread_create calls cost 0.4-1 ms here; waking 16
  * sleeping threads costs a few microseconds each).
  *
- * An iterator borrows as many idle threads as it has workers and creates
- * its own for any shortfall. Creating rather than waiting is what keeps
+ * An iterator reserves as many idle threads as it has workers and creates
+ * its own for any shortfall; the reserved threads are woken in a tree
+ * (pool.c), so the consumer pays one wake-up, not P. Creating rather than waiting is what keeps
  * several iterators on one pool from deadlocking: a validation iterator
  * started while the training iterator holds every pool thread would
  * otherwise wait for threads that are themselves blocked on a full buffer
@@ -159,20 +160,30 @@ unsigned eachobs__lender_size(const eachobs_pool *p)
 	return p->nthreads;
 }
 
-bool eachobs__lender_borrow(eachobs_pool *p, struct eachobs__worker *w)
+void eachobs__lender_reserve(eachobs_pool *p, eachobs_iter *it)
 {
-	bool got = false;
+	struct eachobs__worker *ws = it->pool.workers;
+	unsigned k = 0;
 
 	pthread_mutex_lock(&p->lock);
-	if (p->nidle > 0) {
+	for (; k < it->pool.nthreads && p->nidle > 0; k++) {
 		struct lent *t = &p->threads[p->idle[--p->nidle]];
-		t->job = w;
-		w->it->pool.borrowed++;
-		pthread_cond_signal(&t->wake);
-		got = true;
+		t->job = &ws[k];
+		ws[k].borrowed = true;
+		ws[k].lent = t;
 	}
+	it->pool.borrowed += k;
+	it->pool.nlent = k;
 	pthread_mutex_unlock(&p->lock);
-	return got;
+}
+
+/* Without the lock: the job was set under it, and a thread that has not
+ * seen it yet is inside pthread_cond_wait, so the signal cannot be lost. */
+void eachobs__lender_wake(struct eachobs__worker *w)
+{
+	struct lent *t = w->lent;
+
+	pthread_cond_signal(&t->wake);
 }
 
 void eachobs__lender_wait(eachobs_pool *p, eachobs_iter *it)
