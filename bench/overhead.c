@@ -22,7 +22,10 @@
  *   4. pause_cpu: process CPU time (user + sys) spent while the consumer
  *      takes one item and then sleeps without calling eachobs_next. The
  *      workers should fill the buffer and sleep, so this should be near 0.
- *   5. rss_first / rss_settled: resident memory added by one iterator with
+ *   5. rss_first / rss_settled / rss_second: resident memory added by one
+ *      iterator (and by a second one opened beside it, which finds code
+ *      pages and malloc's arena already resident; rss_fixed: a third
+ *      with buffersize 1, nearly only fixed memory) with
  *      obs_size 0 (slots, queues, thread stacks as far as touched), read
  *      from /proc/self/statm. Each is measured in a child forked before
  *      anything else runs, so freed heap and glibc's cache of thread
@@ -222,8 +225,9 @@ static const char *executor_name(eachobs_executor ex)
 				      : "background";
 }
 
-static eachobs_iter *start(struct noop *d, size_t obs_size, unsigned p,
-			   eachobs_executor ex, bool ordered)
+static eachobs_iter *start_buf(struct noop *d, size_t obs_size, unsigned p,
+			       eachobs_executor ex, bool ordered,
+			       size_t buffersize)
 {
 	const eachobs_dataset data = { .ctx = d,
 				       .numobs = noop_numobs,
@@ -231,7 +235,8 @@ static eachobs_iter *start(struct noop *d, size_t obs_size, unsigned p,
 				       .obs_size = obs_size };
 	const eachobs_options opts = { .nthreads = p,
 				       .executor = ex,
-				       .ordered = ordered };
+				       .ordered = ordered,
+				       .buffersize = buffersize };
 	eachobs_iter *it;
 	int rc;
 
@@ -242,6 +247,12 @@ static eachobs_iter *start(struct noop *d, size_t obs_size, unsigned p,
 		die("eachobs_parallel (P=%u, %s): %s", p, executor_name(ex),
 		    eachobs_strerror(rc));
 	return it;
+}
+
+static eachobs_iter *start(struct noop *d, size_t obs_size, unsigned p,
+			   eachobs_executor ex, bool ordered)
+{
+	return start_buf(d, obs_size, p, ex, ordered, 0);
 }
 
 /* Take one item and check it; the part-2..5 iterators use this. */
@@ -622,7 +633,7 @@ static long rss_kib(void)
 /* Part 5, in a child: the RSS added by one iterator after its first item
  * and after the workers have had time to fill the buffer and sleep. */
 struct rss_result {
-	long first_kib, settled_kib;
+	long first_kib, settled_kib, second_kib, fixed_kib;
 };
 
 static struct rss_result rss_child(unsigned p)
@@ -639,6 +650,28 @@ static struct rss_result rss_child(unsigned p)
 	if (sleep_ns(RSS_SETTLE_NS) < 0)
 		die("clock_nanosleep failed");
 	res.settled_kib = rss_kib() - before;
+	/* A second iterator beside the first finds the code and malloc's
+	 * arena already resident: what it adds is what each iterator costs. */
+	struct noop d2 = { .n = RSS_N };
+	eachobs_iter *it2;
+	before = rss_kib();
+	it2 = start(&d2, 0, p, EACHOBS_BACKGROUND, false);
+	take_one(it2, d2.n, false);
+	if (sleep_ns(RSS_SETTLE_NS) < 0)
+		die("clock_nanosleep failed");
+	res.second_kib = rss_kib() - before;
+	/* And one with a single buffered slot: next to nothing but the
+	 * iterator's fixed memory (struct, rings, threads' stacks). */
+	struct noop d3 = { .n = RSS_N };
+	eachobs_iter *it3;
+	before = rss_kib();
+	it3 = start_buf(&d3, 0, p, EACHOBS_BACKGROUND, false, 1);
+	take_one(it3, d3.n, false);
+	if (sleep_ns(RSS_SETTLE_NS) < 0)
+		die("clock_nanosleep failed");
+	res.fixed_kib = rss_kib() - before;
+	eachobs_close(it3);
+	eachobs_close(it2);
 	eachobs_close(it);
 	return res;
 }
@@ -711,6 +744,16 @@ static void part_rss(const struct out *out, const struct rss_result *res)
 					  res[0].settled_kib) /
 					 (rss_threads[i] - rss_threads[0]),
 				 rss_threads[0]);
+		emit(out, &r);
+		r.test = "rss_second";
+		r.median = (double)res[i].second_kib;
+		snprintf(r.note, sizeof(r.note),
+			 "a second iterator beside the first");
+		emit(out, &r);
+		r.test = "rss_fixed";
+		r.median = (double)res[i].fixed_kib;
+		snprintf(r.note, sizeof(r.note),
+			 "a third, buffersize 1: fixed memory");
 		emit(out, &r);
 	}
 }
