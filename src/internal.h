@@ -199,6 +199,7 @@ struct eachobs__order {
 	_Atomic size_t limit EACHOBS__ALIGNED;
 	size_t chunk;     /* indices a worker claims at once */
 	size_t next;      /* consumer only: the index it yields next */
+	unsigned waits;   /* consumer only: waits without helping */
 };
 
 /* ---- pool.c: threads and deques ------------------------------------- */
