@@ -346,6 +346,11 @@ size_t eachobs__unit_count(const eachobs_iter *it, size_t u);
  * with a batch. True when the caller completed the unit and must hand it
  * on; false when a helper will (or close began). */
 bool eachobs__fill(eachobs_iter *it, struct eachobs__slot *slot, size_t u);
+/* Unbatched, untimed: load unit u into slot. A run of them is timed once
+ * (two clock reads cost 50 ns here, more than a cheap getobs) and added to
+ * this thread's stats with eachobs__account(t0, t1, count). */
+void eachobs__fill_one(eachobs_iter *it, struct eachobs__slot *slot, size_t u);
+void eachobs__account(uint64_t t0, uint64_t t1, size_t loaded);
 /* Batched: load one unclaimed entry of any open batch, scanning the slots
  * from hint. 0 when there was none; 1 after loading one, with *done the
  * slot when that completed its unit (the caller hands it on), else NULL. */

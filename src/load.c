@@ -62,17 +62,23 @@ static int call_getobs(eachobs_iter *it, const struct eachobs__buf *b,
 	return rc > 0 ? -ERANGE : rc;
 }
 
+void eachobs__account(uint64_t t0, uint64_t t1, size_t loaded)
+{
+	struct eachobs__stats *st = eachobs__tls_stats;
+
+	if (st && loaded) {
+		eachobs__stat_add(&st->getobs_ns, t1 - t0);
+		eachobs__stat_add(&st->loaded, loaded);
+	}
+}
+
 /* Add what this thread loaded since t0 to its stats. A batch's run of
  * entries is timed as a whole: two clock reads per observation would cost
  * more than a cheap getobs (no-op batches ran at 7 M/s with them). */
 static void account(uint64_t t0, size_t loaded)
 {
-	struct eachobs__stats *st = eachobs__tls_stats;
-
-	if (st && loaded) {
-		eachobs__stat_add(&st->getobs_ns, eachobs__now_ns() - t0);
-		eachobs__stat_add(&st->loaded, loaded);
-	}
+	if (eachobs__tls_stats && loaded)
+		eachobs__account(t0, eachobs__now_ns(), loaded);
 }
 
 /* Entry e of the slot for unit u: load it and record what getobs said. A
@@ -192,12 +198,17 @@ static bool load_claimed(eachobs_iter *it, struct eachobs__slot *slot)
 	return k && entries_done(slot, k);
 }
 
+void eachobs__fill_one(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
+{
+	atomic_store_explicit(&slot->unit, u, memory_order_relaxed);
+	load_entry(it, slot, u, 0);
+}
+
 bool eachobs__fill(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
 {
 	if (!it->batchsize) {
 		uint64_t t0 = eachobs__now_ns();
-		atomic_store_explicit(&slot->unit, u, memory_order_relaxed);
-		load_entry(it, slot, u, 0);
+		eachobs__fill_one(it, slot, u);
 		account(t0, 1);
 		return true;
 	}

@@ -334,10 +334,13 @@ static size_t load_run(eachobs_iter *it, struct eachobs__slot **run,
 		run[n] = eachobs__ring_get_free(it);
 		if (!run[n])
 			break;
-		eachobs__fill(it, run[n], first + n);
+		eachobs__fill_one(it, run[n], first + n);
 	}
-	if (n)
-		*per_item_ns = (eachobs__now_ns() - t0) / n;
+	if (n) {
+		uint64_t t1 = eachobs__now_ns();
+		*per_item_ns = (t1 - t0) / n;
+		eachobs__account(t0, t1, n);
+	}
 	return n;
 }
 
