@@ -316,3 +316,72 @@ Test(pool, close_mid_epoch_gives_the_threads_back)
 	cr_assert_eq(threads_settle(threads_base, 2.0), threads_base);
 	cr_assert_eq(eachobs__alloc_live(), 0);
 }
+
+/* getobs waits until `want` threads are inside at once (or 20 s pass):
+ * only then is every worker known to be running. */
+struct rendezvous {
+	atomic_uint inside;
+	unsigned want;
+	atomic_uint met; /* calls that saw all `want` inside */
+};
+
+static size_t rv_numobs(void *ctx)
+{
+	(void)ctx;
+	return 256;
+}
+
+static int rv_getobs(void *ctx, size_t idx, void *obs)
+{
+	struct rendezvous *r = ctx;
+	struct timespec pause = { 0, 100000 };
+
+	memcpy(obs, &idx, sizeof(idx));
+	if (atomic_fetch_add(&r->inside, 1) >= r->want)
+		return 0; /* after the meeting: nothing to wait for */
+	for (int i = 0; i < 200000 && atomic_load(&r->inside) < r->want; i++)
+		nanosleep(&pause, NULL);
+	if (atomic_load(&r->inside) >= r->want)
+		atomic_fetch_add(&r->met, 1);
+	return 0;
+}
+
+/* The consumer wakes one lent thread and each wakes two more: all of them
+ * must end up running, beside any the iterator had to create. */
+Test(pool, every_lent_and_created_worker_runs_at_once)
+{
+	unsigned sizes[][2] = { { 16, 16 }, { 8, 16 }, { 3, 3 }, { 1, 5 } };
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		for (int ordered = 0; ordered < 2; ordered++) {
+			eachobs_pool *p;
+			struct rendezvous r = { .want = sizes[k][1] };
+			eachobs_dataset data = { &r, rv_numobs, rv_getobs,
+						 sizeof(size_t) };
+			eachobs_options o = { .pool = NULL,
+					      .executor = EACHOBS_BACKGROUND,
+					      .nthreads = sizes[k][1],
+					      .basesize = 1,
+					      .ordered = ordered };
+			eachobs_iter *it;
+			eachobs_stats st;
+			size_t got = 0;
+
+			cr_assert_eq(eachobs_pool_create(&p, sizes[k][0]), 0);
+			o.pool = p;
+			cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
+			while (eachobs_next(it, NULL, NULL) == 1)
+				got++;
+			cr_assert_eq(eachobs_get_stats(it, &st), 0);
+			eachobs_close(it);
+			eachobs_pool_destroy(p);
+			cr_assert_eq(got, 256);
+			cr_assert_eq(st.nworkers, sizes[k][1]);
+			cr_assert_eq(atomic_load(&r.met), sizes[k][1],
+				     "pool of %u, %u workers, ordered %d: only %u "
+				     "of them were ever inside getobs together",
+				     sizes[k][0], sizes[k][1], ordered,
+				     atomic_load(&r.met));
+		}
+	}
+}
