@@ -185,6 +185,7 @@ int main(int argc, char **argv)
 	};
 	static const struct kase kases[] = {
 		{ "sleep100us", 16, 0, 0 },
+		{ "sleep-nice19", 16, 0, 19 },
 		{ "cpu", 1, 1, 0 },
 		{ "cpu", 2, 1, 0 },
 		{ "cpu-nice19", 2, 1, 19 },
