@@ -636,43 +636,38 @@ struct rss_result {
 	long first_kib, settled_kib, second_kib, fixed_kib;
 };
 
+/* Open an iterator over d, take one item and return the RSS it added
+ * once its workers had time to fill the buffer and sleep; *first (if not
+ * NULL) gets the RSS added right after the first item. */
+static long rss_open(struct noop *d, unsigned p, size_t buffersize,
+		     eachobs_iter **it, long *first)
+{
+	long before = rss_kib();
+
+	*it = start_buf(d, 0, p, EACHOBS_BACKGROUND, false, buffersize);
+	take_one(*it, d->n, false);
+	if (first)
+		*first = rss_kib() - before;
+	if (sleep_ns(RSS_SETTLE_NS) < 0)
+		die("clock_nanosleep failed");
+	return rss_kib() - before;
+}
+
 static struct rss_result rss_child(unsigned p)
 {
-	struct noop d = { .n = RSS_N };
+	struct noop d[3] = { { .n = RSS_N }, { .n = RSS_N }, { .n = RSS_N } };
 	struct rss_result res;
-	eachobs_iter *it;
-	long before;
+	eachobs_iter *it[3];
 
-	before = rss_kib();
-	it = start(&d, 0, p, EACHOBS_BACKGROUND, false);
-	take_one(it, d.n, false);
-	res.first_kib = rss_kib() - before;
-	if (sleep_ns(RSS_SETTLE_NS) < 0)
-		die("clock_nanosleep failed");
-	res.settled_kib = rss_kib() - before;
+	res.settled_kib = rss_open(&d[0], p, 0, &it[0], &res.first_kib);
 	/* A second iterator beside the first finds the code and malloc's
 	 * arena already resident: what it adds is what each iterator costs. */
-	struct noop d2 = { .n = RSS_N };
-	eachobs_iter *it2;
-	before = rss_kib();
-	it2 = start(&d2, 0, p, EACHOBS_BACKGROUND, false);
-	take_one(it2, d2.n, false);
-	if (sleep_ns(RSS_SETTLE_NS) < 0)
-		die("clock_nanosleep failed");
-	res.second_kib = rss_kib() - before;
+	res.second_kib = rss_open(&d[1], p, 0, &it[1], NULL);
 	/* And one with a single buffered slot: next to nothing but the
 	 * iterator's fixed memory (struct, rings, threads' stacks). */
-	struct noop d3 = { .n = RSS_N };
-	eachobs_iter *it3;
-	before = rss_kib();
-	it3 = start_buf(&d3, 0, p, EACHOBS_BACKGROUND, false, 1);
-	take_one(it3, d3.n, false);
-	if (sleep_ns(RSS_SETTLE_NS) < 0)
-		die("clock_nanosleep failed");
-	res.fixed_kib = rss_kib() - before;
-	eachobs_close(it3);
-	eachobs_close(it2);
-	eachobs_close(it);
+	res.fixed_kib = rss_open(&d[2], p, 1, &it[2], NULL);
+	for (int i = 2; i >= 0; i--)
+		eachobs_close(it[i]);
 	return res;
 }
 
