@@ -305,6 +305,10 @@ struct eachobs_iter {
 	/* Shared by every thread. */
 	_Atomic bool closing EACHOBS__ALIGNED; /* no getobs may start */
 	_Atomic bool stop;   /* unordered: a getobs failed, claim no more */
+	/* THREADED, unordered: a loader measured a getobs at or above
+	 * EACHOBS__CHEAP_NS, so parked workers load again (ring.c). */
+	_Atomic bool dear;
+	unsigned park_from;  /* workers from this index on may park */
 	/* Batched: units opened whose entries are not all claimed yet, so
 	 * that a thread looking for one to help with need not scan every
 	 * slot when there is none. */
