@@ -250,7 +250,7 @@ void eachobs__worker_run(struct eachobs__worker *w);
 void eachobs__lender_attach(eachobs_pool *pool);
 void eachobs__lender_detach(eachobs_pool *pool);
 unsigned eachobs__lender_size(const eachobs_pool *pool);
-/* Give it's workers [0, k) to k idle threads of pool, as many as are idle
+/* Give the iterator's workers [0, k) to k idle threads of pool, as many as are idle
  * up to it->pool.nthreads, and set it->pool.nlent = k under the pool's
  * lock, so that a thread that sees its job early (it may, harmlessly)
  * also sees k. Each thread runs its worker once eachobs__lender_wake

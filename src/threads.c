@@ -178,7 +178,8 @@ void eachobs__lender_reserve(eachobs_pool *p, eachobs_iter *it)
 }
 
 /* Without the lock: the job was set under it, and a thread that has not
- * seen it yet is inside pthread_cond_wait, so the signal cannot be lost. */
+ * seen it yet is either inside pthread_cond_wait, which the signal ends,
+ * or has not taken the lock since, and will see the job when it does. */
 void eachobs__lender_wake(struct eachobs__worker *w)
 {
 	struct lent *t = w->lent;
