@@ -123,24 +123,73 @@ static bool help_entry(eachobs_iter *it, unsigned hint)
 	return true;
 }
 
+/* Unbatched loads that did not wait, k of them since t0: into the stats,
+ * and what each took into *per_item. */
+static void account_run(uint64_t t0, size_t *k, uint64_t *per_item)
+{
+	if (*k == 0)
+		return;
+	uint64_t t1 = eachobs__now_ns();
+	eachobs__account(t0, t1, *k);
+	*per_item = (t1 - t0) / *k;
+	*k = 0;
+}
+
+/*
+ * Load the claimed [lo, hi) in order, each once its slot is free; false
+ * when close began or a failure below hi ended the loading. Unbatched,
+ * the loads between two waits are timed together: two clock reads per
+ * observation cost more than a cheap getobs.
+ */
+static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi,
+		       uint64_t *per_item)
+{
+	uint64_t t0 = 0;
+	size_t k = 0;
+
+	for (size_t i = lo; i < hi; i++) {
+		struct turn_wait w = { it, slot_of(it, i), free_turn(it, i) };
+		if (!turn_or_closing(&w)) {
+			account_run(t0, &k, per_item);
+			eachobs__event_wait_timed(&w.slot->ev, turn_or_closing,
+						  &w, EACHOBS__LOADER_SPINS);
+		}
+		/* Claims rise, so once i is past a failure every later index
+		 * is too: nobody will ask for them. */
+		if (eachobs__closing(it) || i >= limit(it)) {
+			account_run(t0, &k, per_item);
+			return false;
+		}
+		if (it->batchsize) {
+			load_and_publish(it, i);
+			continue;
+		}
+		if (k++ == 0)
+			t0 = eachobs__now_ns();
+		eachobs__fill_one(it, w.slot, i);
+		publish(it, w.slot);
+	}
+	account_run(t0, &k, per_item);
+	return true;
+}
+
 void eachobs__order_worker(eachobs_iter *it, unsigned self)
 {
+	uint64_t per_item = UINT64_MAX;
 	size_t lo, hi;
 
 	while (claim(it, it->order.chunk, it->nunits, it->pool.nthreads, &lo,
 		     &hi)) {
-		for (size_t i = lo; i < hi; i++) {
-			struct turn_wait w = { it, slot_of(it, i),
-					       free_turn(it, i) };
-			eachobs__event_wait_timed(&w.slot->ev, turn_or_closing,
-						  &w, EACHOBS__LOADER_SPINS);
-			/* Claims rise, so once i is past a failure every
-			 * later index is too: nobody will ask for them. */
-			if (eachobs__closing(it) || i >= limit(it))
-				return;
-			load_and_publish(it, i);
+		if (!load_chunk(it, lo, hi, &per_item)) {
+			eachobs__pool_recheck_parked(it);
+			return;
 		}
+		/* Only between chunks: a parked worker must hold no claimed
+		 * index, or the window would wait for it. */
+		if (!it->batchsize)
+			eachobs__pool_park_if_cheap(it, self, per_item);
 	}
+	eachobs__pool_recheck_parked(it);
 	while (help_entry(it, self))
 		;
 }
