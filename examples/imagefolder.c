@@ -450,7 +450,8 @@ struct run {
  * THREADED's consumer is one of the loaders (it decodes whenever no batch
  * is ready, like the primary thread of Julia's eachobsparallel), so with
  * a CPU-bound getobs it gets CPUs - 1 workers: CPUs workers and the
- * consumer put three decoders on two cores, which measured 10-15% slower.
+ * consumer put three decoders on two cores, which measured about 6% slower
+ * on a quiet 2-core machine (docs/imagefolder.md).
  * BACKGROUND's consumer never decodes: the library's default, the online
  * CPUs. Off-core, the workers get the CPUs the consumer is not pinned to.
  */
