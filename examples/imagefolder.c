@@ -8,11 +8,15 @@
  *
  * The same run is timed under four executors: SERIAL, THREADED,
  * BACKGROUND, and BACKGROUND with the workers kept off the consumer's core
- * (worker_cpus) or below its priority (worker_nice). docs/imagefolder.md
- * says how to read the report.
+ * (worker_cpus) or below its priority (worker_nice); first the training
+ * step alone on one preloaded batch, the rate with no loader; last
+ * PyTorch's DataLoader on the same folder (imagefolder_torch.py), when
+ * /usr/bin/python3 has torch and PIL. docs/imagefolder.md says how to read
+ * the report.
  *
  *   example_imagefolder [FOLDER] [--dir D] [--images N] [--epochs E]
  *                       [--step-us U] [--threads T] [--seed S] [--check]
+ *                       [--no-torch] [--torch-script PATH] [--python PY]
  *
  * Without FOLDER, a synthetic folder of N images (default 2000, 10 classes)
  * is generated once under D (default $XDG_CACHE_HOME/eachobs, else
@@ -26,6 +30,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -37,6 +42,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -436,7 +442,30 @@ struct run {
 	size_t images, epochs_done;
 	double wall, cpu, wait, epoch_s;
 	int interrupted, failed;
+	char workers[16]; /* the report's column: who loads */
 };
+
+/*
+ * The workers a configuration starts when --threads is not given.
+ * THREADED's consumer is one of the loaders (it decodes whenever no batch
+ * is ready, like the primary thread of Julia's eachobsparallel), so with
+ * a CPU-bound getobs it gets CPUs - 1 workers: CPUs workers and the
+ * consumer put three decoders on two cores, which measured about 6% slower
+ * on a quiet 2-core machine (docs/imagefolder.md).
+ * BACKGROUND's consumer never decodes: the library's default, the online
+ * CPUs. Off-core, the workers get the CPUs the consumer is not pinned to.
+ */
+static unsigned config_threads(const struct config *cf, unsigned nthreads,
+			       unsigned cpus)
+{
+	if (nthreads)
+		return nthreads;
+	if (cf->executor == EACHOBS_SERIAL)
+		return 0;
+	if (cf->executor == EACHOBS_THREADED || cf->offcore)
+		return cpus > 1 ? cpus - 1 : 1;
+	return cpus;
+}
 
 struct checks {
 	unsigned char *seen;  /* times each idx was yielded this epoch */
@@ -449,14 +478,28 @@ struct checks {
 /* Where the stand-in step leaves its result, so that no compiler drops it. */
 static double step_sink;
 
-/* Touch every float, then burn the rest of step_us. */
+/* CPU time of the calling thread, in seconds. */
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * Touch every float, then burn the rest of step_us of this thread's CPU
+ * time. CPU time, not wall time: like a real step's arithmetic, it takes
+ * longer when a loader thread takes the core from it. A step that waited
+ * for the wall clock would end on time however little CPU it got, and
+ * hide exactly the competition for cores that off-core workers avoid.
+ */
 static double train_step(const float *x, size_t n, double step_us)
 {
-	double t0 = now_s(), acc = 0;
+	double t0 = thread_cpu_s(), acc = 0;
 
 	for (size_t i = 0; i < n; i++)
 		acc += x[i];
-	while ((now_s() - t0) * 1e6 < step_us)
+	while ((thread_cpu_s() - t0) * 1e6 < step_us)
 		acc += 1e-9;
 	return acc;
 }
@@ -588,26 +631,90 @@ unpin:
 	return rc < 0 ? -1 : 0;
 }
 
-static void report(const struct config *cf, const struct run *r)
+static void report_header(void)
 {
-	printf("%-18s %6zu %8.1f %7.0f%% %6.1f%% %8.2f%s\n", cf->name,
-	       r->images, r->wall > 0 ? r->images / r->wall : 0,
+	printf("%-18s %7s %6s %8s %8s %7s %8s %8s\n", "config", "workers",
+	       "images", "img/s", "cpu", "wait", "s/epoch", "vs alone");
+}
+
+/*
+ * One row. vs alone: this row's img/s over the training step's alone
+ * (alone_rate 0: not measured, or a free step, where the ratio would
+ * compare decoding against summing floats and mean nothing).
+ */
+static void report(const char *name, const struct run *r, double alone_rate)
+{
+	double rate = r->wall > 0 ? r->images / r->wall : 0;
+	char vs[16] = "-";
+
+	if (alone_rate > 0)
+		snprintf(vs, sizeof vs, "%.2f", rate / alone_rate);
+	printf("%-18s %7s %6zu %8.1f %7.0f%% %6.1f%% %8.2f %8s%s\n", name,
+	       r->workers, r->images, rate,
 	       r->wall > 0 ? 100 * r->cpu / r->wall : 0,
 	       r->wall > 0 ? 100 * r->wait / r->wall : 0,
-	       r->epochs_done ? r->epoch_s : r->wall,
+	       r->epochs_done ? r->epoch_s : r->wall, vs,
 	       r->interrupted ? "  (interrupted)" : "");
 	fflush(stdout);
 }
 
+/*
+ * The baseline: the training step alone, over one batch decoded up front,
+ * as many times and with as many images as an epoch has batches. Its
+ * img/s is the most any loader can deliver to this step; 0 on success,
+ * 1 when interrupted.
+ */
+static int run_alone(struct pipeline *p, unsigned epochs, double step_us,
+		     struct run *r)
+{
+	size_t n = p->folder->n;
+	float *batch = malloc((size_t)BATCH * OBS_FLOATS * sizeof *batch);
+
+	snprintf(r->workers, sizeof r->workers, "-");
+	if (!batch)
+		return -1;
+	p->epoch = 0;
+	for (size_t j = 0; j < BATCH; j++)
+		if (pipe_getobs(p, j % n, batch + j * OBS_FLOATS) < 0) {
+			free(batch);
+			return -1;
+		}
+	double t0 = now_s(), c0 = cpu_s();
+	for (unsigned e = 0; e < epochs && !r->interrupted; e++) {
+		for (size_t done = 0; done < n; done += BATCH) {
+			size_t count = n - done < BATCH ? n - done : BATCH;
+			if (atomic_load(&interrupted)) {
+				r->interrupted = 1;
+				break;
+			}
+			step_sink += train_step(batch, count * OBS_FLOATS,
+						step_us);
+			step_sink += p->folder->labels[done];
+			r->images += count;
+		}
+		r->epochs_done += !r->interrupted;
+	}
+	r->wall = now_s() - t0;
+	r->cpu = cpu_s() - c0;
+	r->epoch_s = r->epochs_done ? r->wall / r->epochs_done : 0;
+	free(batch);
+	return r->interrupted;
+}
+
 static int run_config(struct pipeline *p, const struct config *cf,
 		      unsigned nthreads, unsigned epochs, double step_us,
-		      struct checks *ck, int first_config)
+		      struct checks *ck, int first_config, double alone_rate)
 {
 	struct run r = { 0 };
 	double t0 = now_s(), c0 = cpu_s();
 	size_t total = (size_t)epochs * p->folder->n;
 	int rc = 0;
 
+	if (cf->executor == EACHOBS_SERIAL)
+		snprintf(r.workers, sizeof r.workers, "0");
+	else
+		snprintf(r.workers, sizeof r.workers, "%u%s", nthreads,
+			 cf->executor == EACHOBS_THREADED ? "+c" : "");
 	for (unsigned e = 0; e < epochs && !r.interrupted; e++) {
 		p->epoch = e;
 		rc = run_epoch(p, cf, nthreads, step_us, ck,
@@ -622,9 +729,123 @@ static int run_config(struct pipeline *p, const struct config *cf,
 		fprintf(stderr, "\r%60s\r", "");
 	if (rc == 1)
 		return 0; /* skipped */
-	report(cf, &r);
+	report(cf->name, &r, alone_rate);
 	/* A Ctrl-C after the last batch still ends the run here. */
 	return rc < 0 ? -1 : r.interrupted || atomic_load(&interrupted);
+}
+
+/* ---- The PyTorch peer: imagefolder_torch.py, a row in the same table. ---- */
+
+/*
+ * Start argv[0] with its stdout on a pipe (*out), or with stdout and
+ * stderr on /dev/null when out is NULL. The child only execs: no lock
+ * another thread held at fork can matter to it.
+ */
+static pid_t spawn(char *const argv[], int *out)
+{
+	int fds[2] = { -1, -1 };
+
+	if (out && pipe(fds) < 0)
+		return -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = out ? fds[1] : open("/dev/null", O_WRONLY);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			if (!out)
+				dup2(fd, STDERR_FILENO);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (out) {
+		close(fds[1]);
+		if (pid < 0)
+			close(fds[0]);
+		else
+			*out = fds[0];
+	}
+	return pid;
+}
+
+static int wait_ok(pid_t pid)
+{
+	int wst;
+
+	while (waitpid(pid, &wst, 0) < 0)
+		if (errno != EINTR)
+			return 0;
+	return WIFEXITED(wst) && WEXITSTATUS(wst) == 0;
+}
+
+struct torch_args {
+	const char *python, *script, *folder;
+	unsigned epochs, workers;
+	double step_us;
+	unsigned long long seed;
+};
+
+/*
+ * Run PyTorch's DataLoader on the same folder, epochs, step and seed, and
+ * print its row from the totals the script reports ("raw images=..."):
+ * the same columns, computed the same way. Skipped, with one line saying
+ * why, when the script is unknown or python lacks torch or PIL.
+ */
+static int run_torch(const struct torch_args *a, double alone_rate)
+{
+	char ep[32], st[32], sd[32], wk[32], line[512];
+	char *probe[] = { (char *)a->python, "-c", "import torch, PIL", NULL };
+	struct run r = { 0 };
+	unsigned long images = 0, epochs = 0;
+	int fd, parsed = 0;
+
+	if (!a->script) {
+		printf("# torch: skipped, no --torch-script given\n");
+		return 0;
+	}
+	pid_t pid = spawn(probe, NULL);
+	if (pid < 0 || !wait_ok(pid)) {
+		printf("# torch: skipped, %s cannot import torch and PIL "
+		       "(apt-get install python3-torch python3-pil)\n",
+		       a->python);
+		return 0;
+	}
+	snprintf(ep, sizeof ep, "%u", a->epochs);
+	snprintf(st, sizeof st, "%.0f", a->step_us);
+	snprintf(sd, sizeof sd, "%llu", a->seed);
+	snprintf(wk, sizeof wk, "%u", a->workers);
+	char *argv[] = { (char *)a->python, (char *)a->script,
+			 (char *)a->folder, "--epochs", ep, "--step-us", st,
+			 "--seed", sd, "--workers", wk, "--raw", NULL };
+	pid = spawn(argv, &fd);
+	if (pid < 0) {
+		perror("torch: fork");
+		return -1;
+	}
+	FILE *f = fdopen(fd, "r");
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "raw images=%lu wall=%lf cpu=%lf wait=%lf "
+			   "epochs=%lu", &images, &r.wall, &r.cpu, &r.wait,
+			   &epochs) == 5)
+			parsed = 1;
+	if (f)
+		fclose(f);
+	else
+		close(fd);
+	int ok = wait_ok(pid) && parsed;
+	if (atomic_load(&interrupted))
+		return 1;
+	if (!ok) {
+		fprintf(stderr, "torch: %s failed\n", a->script);
+		return -1;
+	}
+	r.images = images;
+	r.epochs_done = epochs;
+	r.epoch_s = epochs ? r.wall / epochs : 0;
+	snprintf(r.workers, sizeof r.workers, "%u proc", a->workers);
+	report("torch-dataloader", &r, alone_rate);
+	return 0;
 }
 
 static void usage(void)
@@ -632,23 +853,30 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: example_imagefolder [FOLDER] [--dir D] [--images N] "
 		"[--epochs E] [--step-us U] [--threads T] [--seed S] "
-		"[--check]\n");
+		"[--check] [--no-torch] [--torch-script PATH] [--python PY]\n");
 }
 
 int main(int argc, char **argv)
 {
-	const char *folder_arg = NULL, *dir = NULL;
+	const char *folder_arg = NULL, *dir = NULL, *python = "/usr/bin/python3";
+#ifdef IMAGEFOLDER_TORCH_SCRIPT
+	const char *torch_script = IMAGEFOLDER_TORCH_SCRIPT; /* from meson */
+#else
+	const char *torch_script = NULL;
+#endif
 	size_t nimages = 2000;
 	unsigned epochs = 1, nthreads = 0;
 	double step_us = 2000;
 	unsigned long long seed = 2024;
-	int check = 0, status = 0;
+	int check = 0, torch = 1, status = 0;
 	char cache[2048], synth[3072];
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--check")) {
 			check = 1;
+		} else if (!strcmp(a, "--no-torch")) {
+			torch = 0;
 		} else if (a[0] != '-' && !folder_arg) {
 			folder_arg = a;
 		} else if (!v) {
@@ -666,6 +894,10 @@ int main(int argc, char **argv)
 			nthreads = (unsigned)strtoul(v, NULL, 10), i++;
 		} else if (!strcmp(a, "--seed")) {
 			seed = strtoull(v, NULL, 10), i++;
+		} else if (!strcmp(a, "--torch-script")) {
+			torch_script = v, i++;
+		} else if (!strcmp(a, "--python")) {
+			python = v, i++;
 		} else {
 			usage();
 			return 2;
@@ -716,23 +948,47 @@ int main(int argc, char **argv)
 		{ "background-nice", EACHOBS_BACKGROUND, 0, 10 },
 	};
 	struct pipeline p = { &f, seed, 0 };
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned cpus = online > 0 ? (unsigned)online : 1;
+	struct run alone = { 0 };
+	double alone_rate = 0;
 
 	printf("# %zu images, %d classes, %s; %u epoch(s), batch %d, "
-	       "step %.0f us, %u threads (%ld CPUs)\n",
-	       f.n, f.nclasses, folder_arg, epochs, BATCH, step_us,
-	       nthreads ? nthreads : (unsigned)cpus, cpus);
-	printf("%-18s %6s %8s %8s %7s %8s\n", "config", "images", "img/s",
-	       "cpu", "wait", "s/epoch");
-	for (size_t c = 0; c < sizeof configs / sizeof *configs; c++) {
-		int rc = run_config(&p, &configs[c], nthreads, epochs, step_us,
-				    check ? &ck : NULL, c == 0);
+	       "step %.0f us, %u CPUs; workers: threads started, +c: the "
+	       "consumer decodes too\n",
+	       f.n, f.nclasses, folder_arg, epochs, BATCH, step_us, cpus);
+	report_header();
+	int arc = run_alone(&p, epochs, step_us, &alone);
+	if (arc < 0) {
+		fprintf(stderr, "alone: cannot preload a batch\n");
+		status = 1;
+	} else {
+		if (step_us > 0 && alone.wall > 0)
+			alone_rate = alone.images / alone.wall;
+		report("alone (no loader)", &alone, alone_rate);
+		if (arc > 0)
+			status = 130;
+	}
+	for (size_t c = 0; status != 130 && c < sizeof configs / sizeof *configs;
+	     c++) {
+		unsigned nt = config_threads(&configs[c], nthreads, cpus);
+		int rc = run_config(&p, &configs[c], nt, epochs, step_us,
+				    check ? &ck : NULL, c == 0, alone_rate);
 		if (rc < 0)
 			status = 1;
-		if (rc > 0) {
+		if (rc > 0)
 			status = 130;
-			break;
-		}
+	}
+	/* --check (CI) leaves PyTorch out: it would check nothing. */
+	if (torch && !check && status != 130) {
+		struct torch_args ta = { python, torch_script, folder_arg,
+					 epochs, nthreads ? nthreads : cpus,
+					 step_us, seed };
+		int rc = run_torch(&ta, alone_rate);
+		if (rc < 0)
+			status = 1;
+		if (rc > 0)
+			status = 130;
 	}
 	if (check && status == 0) {
 		double m = ck.nfloats ? ck.sum / ck.nfloats : NAN;

@@ -1,7 +1,9 @@
 #!/bin/sh
 # The test suite, as CI runs it, from a fresh Debian 12 machine:
 # installs what is missing, then builds and runs `meson test` three times:
-#   build-test  warnings as errors; unit (Criterion) and stress suites
+#   build-test  warnings as errors; unit (Criterion), stress and image
+#               suites (image: examples/imagefolder.c --check on 200
+#               generated JPEGs, a few seconds beside the others)
 #   build-asan  AddressSanitizer + UndefinedBehaviorSanitizer, unit and stress
 #   build-tsan  ThreadSanitizer over the plain-main stress programs
 #               (Criterion does not run under TSan; see docs/testing.md)
@@ -19,7 +21,8 @@ cd "$(dirname "$0")/.."
 # too, but they run side by side below, and two apt-gets at once fight
 # over dpkg's lock.
 tools/deps.sh gcc meson ninja-build pkg-config libck-dev libcriterion-dev \
-	valgrind clang libclang-rt-14-dev libopenmpi-dev openmpi-bin || exit 1
+	valgrind clang libclang-rt-14-dev libopenmpi-dev openmpi-bin \
+	libturbojpeg0-dev || exit 1
 
 rm -f build-test.valgrind.log build-fuzz.rc build-mpi.rc
 passed=0
@@ -71,7 +74,11 @@ export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/t
 export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/test/lsan.supp print_suppressions=0"
 
-run_pass build-test -Dwerror=true -Dtests=enabled -- --suite unit --suite stress
+# The image suite runs here, not in the window at the end: its few seconds
+# of decoding overlap the unit and stress tests (meson runs two at once),
+# where the window's valgrind run is the longest and would only get later.
+run_pass build-test -Dwerror=true -Dtests=enabled -- --suite unit \
+	--suite stress --suite image
 # The sanitizer builds run no benchmark, so they build none (bench/peers
 # compiles libtorch and oneTBB peers in C++); build-test still compiles
 # them with warnings as errors.
