@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -72,6 +73,7 @@ struct timedata {
 struct result {
 	double median_ms, min_ms, max_ms, ideal_ms, efficiency;
 	double vs_bare; /* bare threads' median / this median */
+	double cores;   /* process CPU time over wall time, all reps */
 };
 
 static void usage(FILE *f, const char *prog)
@@ -293,7 +295,8 @@ static void print_header(const struct options *o, const double *t_sleep)
 	       "(THREADED: the consumer loads too, so up to (P+1)/P)\n");
 	printf("# bare-thr: P plain threads sleeping from an atomic counter, "
 	       "no hand-off;\n#   vs_bare = its wall / the row's wall, "
-	       "measured in this run (the machine's own limit)\n");
+	       "measured in this run (the machine's own limit)\n"
+	       "# cores: process CPU time (user + system) over wall time\n");
 }
 
 static void print_estimate(const struct options *o, const double *t_sleep,
@@ -313,18 +316,18 @@ static void print_estimate(const struct options *o, const double *t_sleep,
 
 static void print_table_head(void)
 {
-	printf("%7s %6s %5s  %-10s  %-7s %12s %12s %10s %8s\n", "n", "t", "P",
-	       "executor", "ordered", "wall_ms", "ideal_ms", "efficiency",
-	       "vs_bare");
+	printf("%7s %6s %5s  %-10s  %-7s %12s %12s %10s %8s %6s\n", "n", "t",
+	       "P", "executor", "ordered", "wall_ms", "ideal_ms", "efficiency",
+	       "vs_bare", "cores");
 }
 
 static void print_row(const struct bench_case *c, size_t n, unsigned p,
 		      int ex, bool ordered, const struct result *r)
 {
-	printf("%7zu %6s %5u  %-10s  %-7s %12.2f %12.2f %10.3f %8.3f\n", n,
-	       c->name, p, executor_name(ex),
+	printf("%7zu %6s %5u  %-10s  %-7s %12.2f %12.2f %10.3f %8.3f %6.2f\n",
+	       n, c->name, p, executor_name(ex),
 	       ex < 0 ? "-" : ordered ? "yes" : "no", r->median_ms,
-	       r->ideal_ms, r->efficiency, r->vs_bare);
+	       r->ideal_ms, r->efficiency, r->vs_bare, r->cores);
 }
 
 static void csv_row(FILE *csv, const struct bench_case *c, size_t n,
@@ -332,25 +335,44 @@ static void csv_row(FILE *csv, const struct bench_case *c, size_t n,
 		    unsigned reps, const struct result *r)
 {
 	fprintf(csv,
-		"%zu,%" PRIu64 ",%.0f,%u,%s,%d,%u,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f\n",
+		"%zu,%" PRIu64
+		",%.0f,%u,%s,%d,%u,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.3f\n",
 		n, c->t_ns, t_sleep, p, executor_name(ex), ordered, reps,
 		r->median_ms, r->min_ms, r->max_ms, r->ideal_ms, r->efficiency,
-		r->vs_bare);
+		r->vs_bare, r->cores);
+}
+
+/* User + system CPU time of the whole process, ns. */
+static uint64_t cpu_ns(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		die("getrusage failed");
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
+		       NS_PER_S +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) *
+		       1000u;
 }
 
 static struct result run_config(struct case_run *cr, unsigned p, int ex,
 				bool ordered, double bare_ms)
 {
-	uint64_t wall[BENCH_MAX_REPS];
+	uint64_t wall[BENCH_MAX_REPS], cpu = 0, sum = 0;
 	unsigned reps = cr->o->args.reps;
 	struct result r;
 
 	for (unsigned i = 0; i < reps; i++) {
 		progress(cr, p, ex, ordered, i);
+		uint64_t c0 = cpu_ns();
 		wall[i] = ex < 0 ? run_bare(&cr->data, p)
 				 : run_once(&cr->data, p, (eachobs_executor)ex,
 					    ordered, cr->seen);
+		cpu += cpu_ns() - c0;
+		sum += wall[i];
 	}
+	/* Issue 3: the loader's CPU beside bare threads' doing the sleeps. */
+	r.cores = sum ? (double)cpu / (double)sum : 0;
 	qsort(wall, reps, sizeof(wall[0]), cmp_u64);
 	/* With an even count, the lower middle: still a time we measured. */
 	r.median_ms = (double)wall[(reps - 1) / 2] / NS_PER_MS;
@@ -411,7 +433,7 @@ int main(int argc, char **argv)
 	csv = open_csv(o.args.csv_path,
 		       "n,t_ns,t_sleep_ns,nthreads,executor,ordered,reps,"
 		       "wall_median_ms,wall_min_ms,wall_max_ms,ideal_ms,"
-		       "efficiency,vs_bare\n");
+		       "efficiency,vs_bare,cores\n");
 	for (size_t c = 0; c < NCASES; c++) {
 		n[c] = all_cases[c].n / (o.args.quick ? QUICK_DIVISOR : 1);
 		if (!o.use_case[c])
