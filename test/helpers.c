@@ -545,3 +545,26 @@ void deadline(void)
 {
 	deadline_after(40);
 }
+
+void thread_set_init(struct thread_set *s)
+{
+	pthread_mutex_init(&s->lock, NULL);
+	s->n = 0;
+}
+
+void thread_set_fini(struct thread_set *s)
+{
+	pthread_mutex_destroy(&s->lock);
+}
+
+void thread_set_add(struct thread_set *s, pthread_t t)
+{
+	bool known = false;
+
+	pthread_mutex_lock(&s->lock);
+	for (unsigned i = 0; i < s->n && !known; i++)
+		known = pthread_equal(s->tids[i], t);
+	if (!known && s->n < THREAD_SET_MAX)
+		s->tids[s->n++] = t;
+	pthread_mutex_unlock(&s->lock);
+}

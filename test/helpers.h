@@ -143,6 +143,18 @@ const char *executor_name(eachobs_executor ex);
  * bytes, as documented in eachobs.h. */
 size_t slot_bound(const eachobs_options *o, size_t obs_size);
 
+/* Distinct threads seen, safe to add to from any thread. */
+#define THREAD_SET_MAX 64
+struct thread_set {
+	pthread_mutex_t lock;
+	pthread_t tids[THREAD_SET_MAX];
+	unsigned n;
+};
+void thread_set_init(struct thread_set *s);
+void thread_set_fini(struct thread_set *s);
+/* Add t unless it is in s already (or s is full). */
+void thread_set_add(struct thread_set *s, pthread_t t);
+
 /* Every executor, for tests that loop over all of them. */
 extern const eachobs_executor executors[];
 #define NEXECUTORS 3

@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 
 #include "eachobs.h"
+#include "helpers.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,15 +19,12 @@
 #define N 3000
 #define CHEAP_UNTIL 2000
 #define WORKERS 4
-#define MAX_TIDS 16
-
 TestSuite(park, .timeout = 120);
 
 struct pk {
 	pthread_t consumer;
-	pthread_mutex_t lock;
-	pthread_t tids[MAX_TIDS]; /* threads other than the consumer that */
-	unsigned ntids;           /* loaded a dear observation */
+	struct thread_set dear; /* threads other than the consumer that
+				 * loaded a dear observation */
 };
 
 static size_t pk_numobs(void *ctx)
@@ -38,20 +36,14 @@ static size_t pk_numobs(void *ctx)
 static int pk_getobs(void *ctx, size_t idx, void *obs)
 {
 	struct pk *p = ctx;
-	pthread_t me = pthread_self();
-	bool known = pthread_equal(me, p->consumer);
 
 	memcpy(obs, &idx, sizeof(idx));
 	if (idx < CHEAP_UNTIL)
 		return 0;
 	struct timespec t = { 0, 200000 };
 	nanosleep(&t, NULL);
-	pthread_mutex_lock(&p->lock);
-	for (unsigned i = 0; i < p->ntids && !known; i++)
-		known = pthread_equal(p->tids[i], me);
-	if (!known && p->ntids < MAX_TIDS)
-		p->tids[p->ntids++] = me;
-	pthread_mutex_unlock(&p->lock);
+	if (!pthread_equal(pthread_self(), p->consumer))
+		thread_set_add(&p->dear, pthread_self());
 	return 0;
 }
 
@@ -67,7 +59,7 @@ static void every_worker_loads_once_getobs_turns_dear(bool ordered)
 	size_t idx, got = 0;
 	int rc;
 
-	pthread_mutex_init(&p.lock, NULL);
+	thread_set_init(&p.dear);
 	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
 	while ((rc = eachobs_next(it, &obs, &idx)) == 1) {
 		size_t v;
@@ -80,10 +72,10 @@ static void every_worker_loads_once_getobs_turns_dear(bool ordered)
 	cr_assert_eq(rc, 0);
 	cr_assert_eq(got, N);
 	eachobs_close(it);
-	pthread_mutex_destroy(&p.lock);
-	cr_assert_eq(p.ntids, WORKERS,
+	thread_set_fini(&p.dear);
+	cr_assert_eq(p.dear.n, WORKERS,
 		     "ordered %d: %u of %d workers loaded once getobs took "
-		     "200 us", ordered, p.ntids, WORKERS);
+		     "200 us", ordered, p.dear.n, WORKERS);
 }
 
 Test(park, unordered_parked_workers_load_again_when_getobs_turns_dear)

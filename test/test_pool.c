@@ -19,15 +19,11 @@
 
 TestSuite(pool, .init = deadline, .timeout = 60);
 
-#define MAX_TIDS 64
-
 /* getobs writes idx and records which threads ran it. */
 struct pd {
 	size_t n;
 	pthread_t consumer;
-	pthread_mutex_t lock;
-	pthread_t tids[MAX_TIDS];
-	unsigned ntids;
+	struct thread_set loaders; /* other than the consumer */
 	atomic_uint *calls;
 };
 
@@ -39,17 +35,11 @@ static size_t pd_numobs(void *ctx)
 static int pd_getobs(void *ctx, size_t idx, void *obs)
 {
 	struct pd *d = ctx;
-	pthread_t me = pthread_self();
-	bool known = pthread_equal(me, d->consumer);
 
 	memcpy(obs, &idx, sizeof(idx));
 	atomic_fetch_add(&d->calls[idx], 1);
-	pthread_mutex_lock(&d->lock);
-	for (unsigned i = 0; i < d->ntids && !known; i++)
-		known = pthread_equal(d->tids[i], me);
-	if (!known && d->ntids < MAX_TIDS)
-		d->tids[d->ntids++] = me;
-	pthread_mutex_unlock(&d->lock);
+	if (!pthread_equal(pthread_self(), d->consumer))
+		thread_set_add(&d->loaders, pthread_self());
 	return 0;
 }
 
@@ -58,13 +48,13 @@ static void pd_init(struct pd *d, size_t n)
 	memset(d, 0, sizeof(*d));
 	d->n = n;
 	d->consumer = pthread_self();
-	pthread_mutex_init(&d->lock, NULL);
+	thread_set_init(&d->loaders);
 	d->calls = calloc(n ? n : 1, sizeof(*d->calls));
 }
 
 static void pd_fini(struct pd *d)
 {
-	pthread_mutex_destroy(&d->lock);
+	thread_set_fini(&d->loaders);
 	free(d->calls);
 }
 
@@ -108,9 +98,9 @@ Test(pool, create_rejects_bad_arguments)
 Test(pool, epochs_borrow_the_pools_threads_and_create_none)
 {
 	eachobs_pool *p;
-	pthread_t seen[MAX_TIDS];
-	unsigned nseen = 0;
+	struct thread_set seen;
 
+	thread_set_init(&seen);
 	cr_assert_eq(eachobs_pool_create(&p, 4), 0);
 	int with_pool = threads_now();
 	for (int epoch = 0; epoch < 6; epoch++) {
@@ -128,17 +118,14 @@ Test(pool, epochs_borrow_the_pools_threads_and_create_none)
 		cr_assert_eq(st.nworkers, 4, "nthreads 0 means the pool's size");
 		eachobs_close(it);
 		/* Over all epochs, getobs ran on the pool's 4 threads only. */
-		for (unsigned i = 0; i < d.ntids; i++) {
-			bool known = false;
-			for (unsigned k = 0; k < nseen && !known; k++)
-				known = pthread_equal(seen[k], d.tids[i]);
-			if (!known && nseen < MAX_TIDS)
-				seen[nseen++] = d.tids[i];
-		}
-		cr_assert_leq(nseen, 4, "epoch %d: getobs ran on %u threads", epoch, nseen);
+		for (unsigned i = 0; i < d.loaders.n; i++)
+			thread_set_add(&seen, d.loaders.tids[i]);
+		cr_assert_leq(seen.n, 4, "epoch %d: getobs ran on %u threads", epoch,
+			      seen.n);
 		pd_fini(&d);
 	}
 	eachobs_pool_destroy(p);
+	thread_set_fini(&seen);
 	cr_assert_eq(threads_settle(threads_base, 2.0), threads_base);
 	cr_assert_eq(eachobs__alloc_live(), 0);
 }
