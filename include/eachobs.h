@@ -122,11 +122,9 @@ typedef enum eachobs_executor {
 	 * Worker threads, and the consumer helps: an eachobs_next() that finds
 	 * nothing ready runs a pending getobs() itself instead of sleeping (like
 	 * Julia's ThreadedEx). Best when the consumer has nothing else to do.
-	 * The consumer counts as a loader: while getobs is cheap (under 2 us),
-	 * workers beyond online CPUs - 1 sleep, since one more busy thread than
-	 * cores only adds context switches; they load again once a getobs
-	 * takes longer. With a CPU-bound getobs, nthreads = CPUs - 1 does the
-	 * same by hand (the image pipeline measured about 6% faster so).
+	 * The consumer counts as a loader: with a CPU-bound getobs, nthreads =
+	 * CPUs - 1 keeps the busy threads at the number of cores (the image
+	 * pipeline measured about 6% faster so).
 	 */
 	EACHOBS_THREADED = 0,
 	/**

@@ -305,10 +305,6 @@ struct eachobs_iter {
 	/* Shared by every thread. */
 	_Atomic bool closing EACHOBS__ALIGNED; /* no getobs may start */
 	_Atomic bool stop;   /* unordered: a getobs failed, claim no more */
-	/* THREADED, unordered: a loader measured a getobs at or above
-	 * EACHOBS__CHEAP_NS, so parked workers load again (ring.c). */
-	_Atomic bool dear;
-	unsigned park_from;  /* workers from this index on may park */
 	/* Batched: units opened whose entries are not all claimed yet, so
 	 * that a thread looking for one to help with need not scan every
 	 * slot when there is none. */
@@ -385,14 +381,6 @@ int eachobs__pool_start(eachobs_iter *it);
 /* Workers running (after a successful start): lent or created. */
 unsigned eachobs__pool_started(const eachobs_iter *it);
 void eachobs__pool_wake_all(eachobs_iter *it);
-/* Worker self after loading observations that took per_item ns each:
- * THREADED, cheap, and self >= park_from: sleep until getobs turns dear,
- * work runs out, a failure stops loading or close begins. A dear getobs
- * wakes every parked worker. */
-void eachobs__pool_park_if_cheap(eachobs_iter *it, unsigned self,
-				 uint64_t per_item);
-/* A worker leaving for want of work: parked workers look again. */
-void eachobs__pool_recheck_parked(eachobs_iter *it);
 void eachobs__pool_join(eachobs_iter *it);
 void eachobs__pool_fini(eachobs_iter *it);
 /* Worker self (unordered): claim the next index, from its own deque or

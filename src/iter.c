@@ -291,7 +291,6 @@ int eachobs_parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	memset(it, 0, sizeof(*it));
 	it->data = *data;
 	it->executor = o->executor;
-	it->park_from = online_cpus() > 1 ? online_cpus() - 1 : 1;
 	it->ordered = o->ordered && o->executor != EACHOBS_SERIAL;
 	it->skip_errors = o->on_error == EACHOBS_ON_ERROR_SKIP;
 	it->pool.lender = o->pool;

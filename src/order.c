@@ -160,15 +160,13 @@ static bool help_entry(eachobs_iter *it, unsigned hint)
 	return true;
 }
 
-/* Unbatched loads that did not wait, k of them since t0: into the stats,
- * and what each took into *per_item. */
-static void account_run(uint64_t t0, size_t *k, uint64_t *per_item)
+/* Unbatched loads that did not wait, k of them since t0: into the
+ * stats. */
+static void account_run(uint64_t t0, size_t *k)
 {
 	if (*k == 0)
 		return;
-	uint64_t t1 = eachobs__now_ns();
-	eachobs__account(t0, t1, *k);
-	*per_item = (t1 - t0) / *k;
+	eachobs__account(t0, eachobs__now_ns(), *k);
 	*k = 0;
 }
 
@@ -178,8 +176,7 @@ static void account_run(uint64_t t0, size_t *k, uint64_t *per_item)
  * the loads between two waits are timed together: two clock reads per
  * observation cost more than a cheap getobs.
  */
-static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi,
-		       uint64_t *per_item)
+static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi)
 {
 	uint64_t t0 = 0;
 	size_t k = 0;
@@ -187,13 +184,13 @@ static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi,
 	for (size_t i = lo; i < hi; i++) {
 		struct turn_wait w = { it, slot_of(it, i), free_turn(it, i) };
 		if (!turn_or_closing(&w)) {
-			account_run(t0, &k, per_item);
+			account_run(t0, &k);
 			wait_for_room(it, i);
 		}
 		/* Claims rise, so once i is past a failure every later index
 		 * is too: nobody will ask for them. */
 		if (eachobs__closing(it) || i >= limit(it)) {
-			account_run(t0, &k, per_item);
+			account_run(t0, &k);
 			return false;
 		}
 		if (it->batchsize) {
@@ -205,27 +202,18 @@ static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi,
 		eachobs__fill_one(it, w.slot, i);
 		publish(it, w.slot);
 	}
-	account_run(t0, &k, per_item);
+	account_run(t0, &k);
 	return true;
 }
 
 void eachobs__order_worker(eachobs_iter *it, unsigned self)
 {
-	uint64_t per_item = UINT64_MAX;
 	size_t lo, hi;
 
 	while (claim(it, it->order.chunk, it->nunits, it->pool.nthreads, &lo,
-		     &hi)) {
-		if (!load_chunk(it, lo, hi, &per_item)) {
-			eachobs__pool_recheck_parked(it);
+		     &hi))
+		if (!load_chunk(it, lo, hi))
 			return;
-		}
-		/* Only between chunks: a parked worker must hold no claimed
-		 * index, or the window would wait for it. */
-		if (!it->batchsize)
-			eachobs__pool_park_if_cheap(it, self, per_item);
-	}
-	eachobs__pool_recheck_parked(it);
 	while (help_entry(it, self))
 		;
 }

@@ -358,60 +358,6 @@ unsigned eachobs__pool_started(const eachobs_iter *it)
 	return n;
 }
 
-/*
- * THREADED with cheap getobs: the consumer is a loader too, so P workers
- * and the consumer are P + 1 busy threads, and with P at the number of
- * CPUs one of them is always waiting for a core: every hand-off then
- * risks a sleep and a wake-up (no-op, P = 2 on 2 CPUs: 5 M items/s, the
- * profile a third in context switches; with one worker 7-11 M). So
- * workers from park_from (CPUs - 1) on park while getobs stays cheap,
- * leaving their tasks to be stolen. A loader that measures a dear getobs
- * sets `dear` and wakes them; so does every worker that runs out of work
- * (worker 0 never parks), and close (ev_go), so that a parked thread of
- * an eachobs_pool goes back to it with the others.
- */
-static bool work_left(const eachobs_iter *it)
-{
-	if (it->ordered)
-		return atomic_load_explicit(&it->order.next_claim,
-					    memory_order_relaxed) <
-		       atomic_load_explicit(&it->order.limit,
-					    memory_order_relaxed);
-	return atomic_load_explicit(&it->pool.unclaimed,
-				    memory_order_relaxed) > 0;
-}
-
-static bool unpark(const void *arg)
-{
-	const eachobs_iter *it = arg;
-
-	return atomic_load_explicit(&it->dear, memory_order_relaxed) ||
-	       atomic_load_explicit(&it->stop, memory_order_relaxed) ||
-	       !work_left(it) || eachobs__closing(it);
-}
-
-void eachobs__pool_recheck_parked(eachobs_iter *it)
-{
-	eachobs__event_notify(&it->pool.ev_go, INT_MAX);
-}
-
-void eachobs__pool_park_if_cheap(eachobs_iter *it, unsigned self,
-				 uint64_t per_item)
-{
-	if (per_item >= EACHOBS__CHEAP_NS) {
-		if (!atomic_load_explicit(&it->dear, memory_order_relaxed)) {
-			atomic_store_explicit(&it->dear, true,
-					      memory_order_relaxed);
-			eachobs__event_notify(&it->pool.ev_go, INT_MAX);
-		}
-		return;
-	}
-	if (it->executor != EACHOBS_THREADED || self < it->park_from ||
-	    atomic_load_explicit(&it->dear, memory_order_relaxed))
-		return;
-	eachobs__event_wait_timed(&it->pool.ev_go, unpark, it, 0);
-}
-
 void eachobs__pool_wake_all(eachobs_iter *it)
 {
 	eachobs__event_notify(&it->pool.ev_go, INT_MAX);

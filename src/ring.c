@@ -370,18 +370,14 @@ static void run_unbatched(eachobs_iter *it, unsigned self)
 			k = eachobs__pool_claim_run(it, self, c, &first);
 		if (k < c)
 			give_credits(it, c - k);
-		if (k == 0) {
-			eachobs__pool_recheck_parked(it);
+		if (k == 0)
 			return;
-		}
 		n = load_run(it, run, first, k, &per_item);
 		if (eachobs__closing(it))
 			return;
 		if (n < k)
 			give_credits(it, k - n);
 		publish_run(it, run, n);
-		if (n)
-			eachobs__pool_park_if_cheap(it, self, per_item);
 	}
 }
 
