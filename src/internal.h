@@ -250,11 +250,11 @@ void eachobs__worker_run(struct eachobs__worker *w);
 void eachobs__lender_attach(eachobs_pool *pool);
 void eachobs__lender_detach(eachobs_pool *pool);
 unsigned eachobs__lender_size(const eachobs_pool *pool);
-/* Give the iterator's workers [0, k) to k idle threads of pool, as many as are idle
- * up to it->pool.nthreads, and set it->pool.nlent = k under the pool's
- * lock, so that a thread that sees its job early (it may, harmlessly)
- * also sees k. Each thread runs its worker once eachobs__lender_wake
- * wakes it. */
+/* Give the iterator's workers [0, k) to k idle threads of pool, as many
+ * as are idle up to it->pool.nthreads, and set it->pool.nlent = k under
+ * the pool's lock, so that a thread that sees its job early (it may,
+ * harmlessly) also sees k. Each thread runs its worker once
+ * eachobs__lender_wake wakes it. */
 void eachobs__lender_reserve(eachobs_pool *pool, eachobs_iter *it);
 void eachobs__lender_wake(struct eachobs__worker *w);
 /* Wait until no thread of pool runs a worker of it. */

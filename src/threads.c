@@ -6,11 +6,11 @@
  *
  * An iterator reserves as many idle threads as it has workers and creates
  * its own for any shortfall; the reserved threads are woken in a tree
- * (pool.c), so the consumer pays one wake-up, not P. Creating rather than waiting is what keeps
- * several iterators on one pool from deadlocking: a validation iterator
- * started while the training iterator holds every pool thread would
- * otherwise wait for threads that are themselves blocked on a full buffer
- * the consumer is not draining.
+ * (pool.c), so the consumer pays one wake-up, not P. Creating rather than
+ * waiting is what keeps several iterators on one pool from deadlocking: a
+ * validation iterator started while the training iterator holds every pool
+ * thread would otherwise wait for threads that are themselves blocked on a
+ * full buffer the consumer is not draining.
  *
  * A lent thread runs one worker to its end, then, under the pool's lock,
  * counts itself out of its iterator (pool.borrowed) and goes back to the
