@@ -171,18 +171,6 @@ static void parse_args(int argc, char **argv, struct options *o)
 	}
 }
 
-static uint64_t cpu_ns(void)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_SELF, &ru) != 0)
-		die("getrusage: %s", strerror(errno));
-	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
-		       NS_PER_S +
-	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) *
-		       1000u;
-}
-
 /* Voluntary plus involuntary context switches of every thread of the
  * process so far (RUSAGE_SELF sums the threads, joined ones included). */
 static uint64_t ctx_switches(void)

@@ -31,7 +31,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -340,19 +339,6 @@ static void csv_row(FILE *csv, const struct bench_case *c, size_t n,
 		n, c->t_ns, t_sleep, p, executor_name(ex), ordered, reps,
 		r->median_ms, r->min_ms, r->max_ms, r->ideal_ms, r->efficiency,
 		r->vs_bare, r->cores);
-}
-
-/* User + system CPU time of the whole process, ns. */
-static uint64_t cpu_ns(void)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_SELF, &ru) != 0)
-		die("getrusage failed");
-	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
-		       NS_PER_S +
-	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) *
-		       1000u;
 }
 
 static struct result run_config(struct case_run *cr, unsigned p, int ex,

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -193,6 +194,18 @@ uint64_t now_ns(void)
 	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
 		die("clock_gettime: %s", strerror(errno));
 	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t cpu_ns(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		die("getrusage: %s", strerror(errno));
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
+		       NS_PER_S +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) *
+		       1000u;
 }
 
 int sleep_ns(uint64_t ns)

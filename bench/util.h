@@ -78,6 +78,10 @@ void bench_parse_args(int argc, char **argv, struct bench_args *a,
 /* CLOCK_MONOTONIC in ns. */
 uint64_t now_ns(void);
 
+/* User + system CPU time of the whole process so far (every thread,
+ * joined ones included), in ns. */
+uint64_t cpu_ns(void);
+
 /* Sleep ns, finishing the remainder after a signal. Returns 0 or -errno
  * (clock_nanosleep returns its error instead of setting errno). */
 int sleep_ns(uint64_t ns);
