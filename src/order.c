@@ -252,12 +252,13 @@ static bool help(eachobs_iter *it)
 	if (bound - it->order.next > it->nslots)
 		bound = it->order.next + it->nslots;
 	uint64_t t0 = eachobs__now_ns();
-	if (help_entry(it, 0) ||
-	    (claim(it, 1, bound, 0, &lo, &hi) && (load_and_publish(it, lo), 1))) {
-		it->help_ns = eachobs__now_ns() - t0;
-		return true;
+	if (!help_entry(it, 0)) {
+		if (!claim(it, 1, bound, 0, &lo, &hi))
+			return false;
+		load_and_publish(it, lo);
 	}
-	return false;
+	it->help_ns = eachobs__now_ns() - t0;
+	return true;
 }
 
 int eachobs__order_next(eachobs_iter *it, struct eachobs__slot **out)
