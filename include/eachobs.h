@@ -46,7 +46,12 @@
  * at once; they share nothing. getobs() is called concurrently from several
  * threads (for different indices), and with EACHOBS_THREADED also from the
  * consumer's thread, inside eachobs_next(). numobs() is called once, on the
- * thread that calls eachobs_parallel().
+ * thread that calls eachobs_parallel(). eachobs_interrupt() is the one
+ * call any thread (or a signal handler) may make on an open iterator.
+ * Worker threads, created or in a pool, block asynchronous signals
+ * (SIGINT, SIGTERM, SIGCHLD, ...; not SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ * SIGTRAP, SIGABRT, SIGSYS or SIGPROF), so the program's handlers run on
+ * its own threads and a getobs() on a worker is not interrupted by them.
  *
  * Waiting
  * -------
@@ -499,10 +504,14 @@ EACHOBS_API int eachobs_parallel(eachobs_iter **it, const eachobs_dataset *data,
  *     EACHOBS_ON_ERROR_SKIP failures are skipped instead: see
  *     eachobs_failures());
  *   -ERANGE when a getobs() returned a positive value (a contract breach);
- *   -EINVAL when it is NULL.
+ *   -EINTR after eachobs_interrupt() (not sticky: call again to go on);
+ *   -ENOBUFS when hold observations are held (not sticky: release one
+ *     and call again);
+ *   -EINVAL when it is NULL or the iterator is batched (batchsize > 0:
+ *     use eachobs_next_batch()).
  *
  * Thread: the iterator's one consumer at a time. Blocks (sleeping) until an
- * observation is ready.
+ * observation is ready or eachobs_interrupt() is called.
  */
 EACHOBS_API int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx);
 
@@ -530,8 +539,17 @@ typedef struct eachobs_batch {
  * would otherwise wait. The observations were written by getobs() in
  * place: batch->data is read where they were loaded.
  *
+ * When the consumer waits for a batch and getobs() is slow (microseconds
+ * or more), the threads fill one batch together, one observation each at
+ * a time, so the first batch is ready after about ceil(batchsize / P)
+ * getobs durations with P loaders (ordered: the batch needed next comes
+ * first).
+ *
  * A failing getobs() fails the batch it belongs to: in ordered mode after
- * every earlier batch was yielded. Under EACHOBS_ON_ERROR_SKIP the failed
+ * every earlier batch was yielded. Under EACHOBS_ON_ERROR_STOP no further
+ * getobs() starts for that batch, or for any batch that would come after
+ * it (unordered: for any batch), so *batch->idx is the index of a failed
+ * observation of it, not necessarily its first. Under EACHOBS_ON_ERROR_SKIP the failed
  * observations are left out instead: the rest of the batch moves down over
  * them (the only case where the library moves observation bytes) and count
  * shrinks; a batch whose every observation failed is skipped.
@@ -542,12 +560,13 @@ typedef struct eachobs_batch {
  *               failure, where idx points to the one failed index.
  * @return 1 when a batch was yielded; 0 once every batch has been yielded
  *   (also with batches held); c < 0, a getobs() failure's code, sticky as
- *   in eachobs_next(); -ENOBUFS when hold batches are held (not sticky:
- *   release one and call again); -EINVAL when it or batch is NULL or the
- *   iterator is not batched.
+ *   in eachobs_next(); -EINTR after eachobs_interrupt() (not sticky);
+ *   -ENOBUFS when hold batches are held (not sticky: release one and call
+ *   again); -EINVAL when it or batch is NULL or the iterator is not
+ *   batched.
  *
  * Thread: the iterator's one consumer. Blocks (sleeping) until a batch is
- * complete.
+ * complete or eachobs_interrupt() is called.
  */
 EACHOBS_API int eachobs_next_batch(eachobs_iter *it, eachobs_batch *batch);
 
@@ -596,17 +615,48 @@ EACHOBS_API int eachobs_obs_length(const eachobs_iter *it, const void *obs,
  * Stop and free an iterator.
  *
  * Works at any point: before anything was consumed, mid-way, after the end,
- * after an error. Close tells the workers to take no new index, waits for
- * the getobs() calls in progress (so it returns within about one getobs
- * duration), joins every thread and frees every slot. No getobs() runs
- * after it returns. Pointers yielded by eachobs_next() are invalid
- * afterwards.
+ * after an error, after eachobs_interrupt(). Close tells every thread to
+ * start no new getobs() — no new index, and no further observation of a
+ * batch being filled — waits for the getobs() calls in progress, joins
+ * every thread (or gives it back to its pool) and frees every slot. So it
+ * returns within about one getobs duration plus the joins, whatever the
+ * batchsize, executor, ordering, hold or pool. A getobs() that polls
+ * eachobs_cancelled() lets it return sooner. No getobs() runs after it
+ * returns. Pointers yielded by eachobs_next() are invalid afterwards.
  *
  * @param it  the iterator, or NULL (then nothing happens).
  *
  * Thread: the iterator's consumer. Blocks until running getobs() calls end.
  */
 EACHOBS_API void eachobs_close(eachobs_iter *it);
+
+/**
+ * Make the consumer's blocked eachobs_next() / eachobs_next_batch() return
+ * -EINTR, or, when none is blocked, the next such call.
+ *
+ * For Ctrl-C: a SIGINT handler may call it (eachobs_close() may not run in
+ * a handler). The blocked call returns within a few milliseconds; under
+ * EACHOBS_THREADED or SERIAL, a call that is running a getobs() itself
+ * returns -EINTR once that getobs() returns. Several interrupts before the
+ * consumer's next call are answered by one -EINTR. Nothing is lost: an
+ * item that was ready is yielded by the call after the -EINTR, and the
+ * iteration goes on where it was (a program may ask "really quit?"); or
+ * eachobs_close(), which is prompt as always. -EINTR is not sticky. Like
+ * any call, the -EINTR call gives back the item the previous call yielded
+ * (hold = 0).
+ *
+ * The iterator must stay open while this runs: a handler reaches it
+ * through a pointer the program clears before eachobs_close() (worker
+ * threads block asynchronous signals, so a handler runs only on the
+ * program's own threads; see the guide's Ctrl-C recipe).
+ *
+ * @param it  the iterator.
+ * @return 0; -EINVAL when it is NULL.
+ *
+ * Thread: any, and async-signal-safe (atomic operations and a futex
+ * wake-up; errno is preserved). Never blocks.
+ */
+EACHOBS_API int eachobs_interrupt(eachobs_iter *it);
 
 /**
  * What an iterator has done so far, to tell where time goes: is the

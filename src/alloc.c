@@ -11,6 +11,7 @@
 #include "fault.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -89,6 +90,25 @@ void eachobs__free(void *p)
 	free(p);
 }
 
+/*
+ * Workers block asynchronous signals, as libuv's pool threads do, so that
+ * a program's SIGINT handler (which may call eachobs_interrupt) runs on the
+ * program's own threads, and a worker's getobs is not cut short by EINTR.
+ * Synchronous signals stay open, so a crash in getobs still reaches a
+ * sanitizer's or debugger's handler; SIGPROF, so profilers see workers.
+ */
+static int block_async_signals(pthread_attr_t *attr)
+{
+	static const int keep[] = { SIGSEGV, SIGBUS,  SIGFPE, SIGILL,
+				    SIGTRAP, SIGABRT, SIGSYS, SIGPROF };
+	sigset_t set;
+
+	sigfillset(&set);
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		sigdelset(&set, keep[i]);
+	return pthread_attr_setsigmask_np(attr, &set);
+}
+
 int eachobs__thread_create(pthread_t *t, size_t stack_size,
 			   const cpu_set_t *cpus, void *(*fn)(void *),
 			   void *arg)
@@ -102,6 +122,8 @@ int eachobs__thread_create(pthread_t *t, size_t stack_size,
 	if (rc != 0)
 		return rc;
 	rc = pthread_attr_setstacksize(&attr, stack_size);
+	if (rc == 0)
+		rc = block_async_signals(&attr);
 	if (rc == 0 && cpus)
 		rc = pthread_attr_setaffinity_np(&attr, sizeof(*cpus), cpus);
 	if (rc == 0)

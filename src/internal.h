@@ -200,6 +200,8 @@ struct eachobs__order {
 	size_t chunk;     /* indices a worker claims at once */
 	size_t next;      /* consumer only: the index it yields next */
 	unsigned waits;   /* consumer only: waits without helping */
+	bool owes;        /* consumer only: a batch it opened may have entries
+			   * left to claim (order.c, help) */
 };
 
 /* ---- pool.c: threads and deques ------------------------------------- */
@@ -276,6 +278,23 @@ struct eachobs__hold {
 	unsigned nspares;
 };
 
+/* ---- load.c: the failure record ------------------------------------- */
+
+/*
+ * The lowest failed position under on_error = STOP, for a consumer whose
+ * failed unit will never complete (its other entries are not loaded once
+ * the failure is known). Written under lock; `set` is stored with release
+ * after the fields, so a reader that sees it (acquire) may read them under
+ * the lock.
+ */
+struct eachobs__failrec {
+	pthread_mutex_t lock;
+	_Atomic bool set;
+	size_t pos;
+	size_t idx;
+	int code;
+};
+
 /* ---- the iterator --------------------------------------------------- */
 
 struct eachobs_iter {
@@ -304,7 +323,10 @@ struct eachobs_iter {
 
 	/* Shared by every thread. */
 	_Atomic bool closing EACHOBS__ALIGNED; /* no getobs may start */
-	_Atomic bool stop;   /* unordered: a getobs failed, claim no more */
+	_Atomic bool stop;   /* unordered: a getobs failed, load no more */
+	/* eachobs_interrupt calls so far; the consumer answers each change
+	 * with one -EINTR (interrupts_seen is its own copy). */
+	_Atomic uint32_t interrupts;
 	/* Batched: units opened whose entries are not all claimed yet, so
 	 * that a thread looking for one to help with need not scan every
 	 * slot when there is none. */
@@ -312,12 +334,21 @@ struct eachobs_iter {
 	struct eachobs__pool pool;
 	struct eachobs__ring ring;
 	struct eachobs__order order;
+	struct eachobs__failrec fail;
+	bool fail_lock_ready;
 
 	/* The consumer's own. */
 	struct eachobs__hold hold EACHOBS__ALIGNED;
 	size_t yielded;    /* unordered, SERIAL: units taken */
 	uint64_t help_ns;  /* THREADED: what the consumer's last help took per
 			    * observation (0: not measured yet) */
+	uint32_t interrupts_seen;
+	/* A unit taken but not yielded because an interrupt came first: the
+	 * next call yields it. */
+	struct eachobs__slot *stash;
+	/* SERIAL, batched: the unit being filled, between calls that an
+	 * interrupt ended. */
+	struct eachobs__slot *serial_open;
 	int err;           /* sticky: the error returned from now on */
 	size_t err_idx;
 	size_t nfailures;  /* skipped (on_error = SKIP) */
@@ -331,6 +362,19 @@ struct eachobs_iter {
 static inline bool eachobs__closing(const eachobs_iter *it)
 {
 	return atomic_load_explicit(&it->closing, memory_order_acquire);
+}
+
+/* Whether an eachobs_interrupt is waiting for the consumer's answer. */
+static inline bool eachobs__interrupted(const eachobs_iter *it)
+{
+	return atomic_load_explicit(&it->interrupts, memory_order_relaxed) !=
+	       it->interrupts_seen;
+}
+
+/* Whether the failure record is filled (the consumer may read it). */
+static inline bool eachobs__failed(const eachobs_iter *it)
+{
+	return atomic_load_explicit(&it->fail.set, memory_order_acquire);
 }
 
 /* The dataset index at a position of the iteration order. */
@@ -351,11 +395,21 @@ bool eachobs__fill(eachobs_iter *it, struct eachobs__slot *slot, size_t u);
  * this thread's stats with eachobs__account(t0, t1, count). */
 void eachobs__fill_one(eachobs_iter *it, struct eachobs__slot *slot, size_t u);
 void eachobs__account(uint64_t t0, uint64_t t1, size_t loaded);
-/* Batched: load one unclaimed entry of any open batch, scanning the slots
- * from hint. 0 when there was none; 1 after loading one, with *done the
- * slot when that completed its unit (the caller hands it on), else NULL. */
-int eachobs__help(eachobs_iter *it, unsigned hint,
+/* Batched: load unclaimed entries of an open batch whose unit is below
+ * bound, scanning the slots from hint. 0 when there was none; 1 after
+ * loading, with *done the slot when that completed its unit (the caller
+ * hands it on), else NULL. */
+int eachobs__help(eachobs_iter *it, unsigned hint, size_t bound,
 		  struct eachobs__slot **done);
+/* Batched, getobs slow: make slot (owned by the caller) open for unit u
+ * and leave its entries to eachobs__help, the caller's included. */
+void eachobs__open(eachobs_iter *it, struct eachobs__slot *slot, size_t u);
+/* SERIAL, batched: load the next claimable entries of slot's open unit;
+ * true when that completed the unit. */
+bool eachobs__fill_step(eachobs_iter *it, struct eachobs__slot *slot);
+/* Whether getobs measured cheap on this thread for it (see load.c): runs
+ * then, and no help before opening a unit. */
+bool eachobs__getobs_cheap(const eachobs_iter *it);
 
 /* hold.c */
 size_t eachobs__hold_spares(bool ordered, unsigned hold);
@@ -405,11 +459,30 @@ bool eachobs__ring_put_ready(eachobs_iter *it, struct eachobs__slot *slot);
 struct eachobs__slot *eachobs__ring_get_ready(eachobs_iter *it);
 void eachobs__ring_wait_ready(eachobs_iter *it);
 void eachobs__ring_wake_all(eachobs_iter *it);
+/* Wake the consumer if it sleeps for a ready slot (it re-tests). */
+void eachobs__ring_wake_consumer(eachobs_iter *it);
 void eachobs__ring_worker(eachobs_iter *it, unsigned self);
 /* THREADED consumer, unbatched, cheap getobs: load a run of pending
  * observations through the ready ring, as a worker would, without ever
  * waiting. The number loaded; sets *per_item_ns when it loaded any. */
 size_t eachobs__ring_help_run(eachobs_iter *it, uint64_t *per_item_ns);
+
+/* What a consumer's take returns, beside 1 (a unit), 0 (the end) and
+ * -EINTR (an interrupt): a failure whose unit will not arrive; the code is
+ * in the failure record. */
+enum { EACHOBS__TAKE_FAILED = 3 };
+
+/* The consumer answers a pending interrupt: true (once per change of the
+ * count) when there was one. */
+static inline bool eachobs__take_interrupt(eachobs_iter *it)
+{
+	uint32_t n = atomic_load_explicit(&it->interrupts, memory_order_relaxed);
+
+	if (n == it->interrupts_seen)
+		return false;
+	it->interrupts_seen = n;
+	return true;
+}
 
 /* order.c */
 void eachobs__order_init(eachobs_iter *it, size_t chunk);

@@ -259,6 +259,9 @@ static void destroy(eachobs_iter *it)
 	eachobs__free(it->meta);
 	eachobs__free(it->mem);
 	eachobs__free(it->slots);
+	/* Last: workers take it on a failure until they are joined. */
+	if (it->fail_lock_ready)
+		pthread_mutex_destroy(&it->fail.lock);
 	eachobs__free(it);
 }
 
@@ -289,6 +292,8 @@ int eachobs_parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	if (!it)
 		return -ENOMEM;
 	memset(it, 0, sizeof(*it));
+	pthread_mutex_init(&it->fail.lock, NULL);
+	it->fail_lock_ready = true;
 	it->data = *data;
 	it->executor = o->executor;
 	it->ordered = o->ordered && o->executor != EACHOBS_SERIAL;
@@ -387,12 +392,34 @@ static struct eachobs__slot *serial_slot(eachobs_iter *it)
 	return NULL; /* not reached: the caller checked hold_full */
 }
 
+/* A batch is loaded a claim at a time, so that an interrupt ends the call
+ * after the getobs running when it came; the batch goes on next call. */
 static int take_serial(eachobs_iter *it, struct eachobs__slot **out)
 {
-	if (it->yielded >= it->nunits)
-		return 0;
-	*out = serial_slot(it);
-	eachobs__fill(it, *out, it->yielded++);
+	struct eachobs__slot *slot = it->serial_open;
+
+	if (!slot) {
+		if (it->yielded >= it->nunits)
+			return 0;
+		slot = serial_slot(it);
+		if (!it->batchsize) {
+			eachobs__fill(it, slot, it->yielded++);
+			*out = slot;
+			return 1;
+		}
+		eachobs__open(it, slot, it->yielded++);
+		it->serial_open = slot;
+	}
+	while (!eachobs__fill_step(it, slot)) {
+		if (eachobs__failed(it)) { /* STOP: the rest is not loaded */
+			it->serial_open = NULL;
+			return EACHOBS__TAKE_FAILED;
+		}
+		if (eachobs__take_interrupt(it))
+			return -EINTR;
+	}
+	it->serial_open = NULL;
+	*out = slot;
 	return 1;
 }
 
@@ -417,13 +444,18 @@ static struct eachobs__slot *help_batched(eachobs_iter *it, bool *progress)
 	struct eachobs__slot *slot;
 	size_t u;
 
-	*progress = eachobs__help(it, 0, &slot) == 1;
+	*progress = eachobs__help(it, 0, SIZE_MAX, &slot) == 1;
 	if (*progress)
 		return slot;
 	if (atomic_load_explicit(&it->stop, memory_order_relaxed) ||
 	    !(slot = take_free_unit(it, &u)))
 		return NULL;
 	*progress = true;
+	/* Slow getobs: open it to every thread and help it as they do. */
+	if (!eachobs__getobs_cheap(it)) {
+		eachobs__open(it, slot, u);
+		return NULL;
+	}
 	return eachobs__fill(it, slot, u) ? slot : NULL;
 }
 
@@ -451,6 +483,8 @@ static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
 	return slot;
 }
 
+/* What waited in the ring comes first; then an interrupt, or a failure
+ * whose unit will not arrive, ends the wait. */
 static int take_unordered(eachobs_iter *it, struct eachobs__slot **out)
 {
 	bool progress = false;
@@ -459,6 +493,10 @@ static int take_unordered(eachobs_iter *it, struct eachobs__slot **out)
 		if (it->yielded == it->nunits)
 			return 0;
 		struct eachobs__slot *slot = eachobs__ring_get_ready(it);
+		if (!slot && eachobs__take_interrupt(it))
+			return -EINTR;
+		if (!slot && eachobs__failed(it))
+			return EACHOBS__TAKE_FAILED;
 		if (!slot && it->executor == EACHOBS_THREADED)
 			slot = help_unordered(it, &progress);
 		if (slot) {
@@ -487,6 +525,37 @@ static bool finished(const eachobs_iter *it)
 	return it->yielded >= it->nunits;
 }
 
+/* The failure record's code becomes the sticky error (STOP). */
+static int fail_from_record(eachobs_iter *it)
+{
+	pthread_mutex_lock(&it->fail.lock);
+	it->err = it->fail.code;
+	it->err_idx = it->fail.idx;
+	pthread_mutex_unlock(&it->fail.lock);
+	return it->err;
+}
+
+/* A unit taken before an interrupt was seen is kept for the next call,
+ * so that an interrupt never loses one. */
+static int take_or_stash(eachobs_iter *it, struct eachobs__slot **out)
+{
+	int rc = 1;
+
+	if (it->stash) {
+		*out = it->stash;
+		it->stash = NULL;
+	} else {
+		rc = take(it, out);
+	}
+	if (rc == 1 && eachobs__take_interrupt(it)) {
+		it->stash = *out;
+		return -EINTR;
+	}
+	if (rc == EACHOBS__TAKE_FAILED)
+		return fail_from_record(it);
+	return rc == 1 ? accept(it, *out) : rc;
+}
+
 /* Yield the next unit: 1 with *out, 0 at the end, or < 0. */
 static int next_unit(eachobs_iter *it, const struct eachobs__buf **out)
 {
@@ -496,15 +565,15 @@ static int next_unit(eachobs_iter *it, const struct eachobs__buf **out)
 	if (it->err)
 		return it->err;
 	eachobs__hold_release_auto(it);
-	if (finished(it))
+	if (eachobs__take_interrupt(it))
+		return -EINTR;
+	if (!it->stash && !it->serial_open && finished(it))
 		return 0;
 	if (eachobs__hold_full(it))
 		return -ENOBUFS;
-	do {
-		rc = take(it, &slot);
-		if (rc == 1)
-			rc = accept(it, slot);
-	} while (rc == SKIPPED);
+	do
+		rc = take_or_stash(it, &slot);
+	while (rc == SKIPPED);
 	if (rc != 1)
 		return rc;
 	*out = eachobs__hold_take(it, slot);
@@ -623,6 +692,22 @@ size_t eachobs_failures(const eachobs_iter *it, eachobs_failure *out,
 	for (size_t i = 0; i < kept && i < max; i++)
 		out[i] = it->failures[i];
 	return it->nfailures;
+}
+
+/* Only lock-free atomics and futex wake-ups: safe in a signal handler.
+ * The futex system call may set errno, which a handler must not change. */
+int eachobs_interrupt(eachobs_iter *it)
+{
+	if (!it)
+		return -EINVAL;
+	int saved = errno;
+	atomic_fetch_add_explicit(&it->interrupts, 1, memory_order_seq_cst);
+	if (it->ordered)
+		eachobs__order_wake_all(it);
+	else
+		eachobs__ring_wake_consumer(it);
+	errno = saved;
+	return 0;
 }
 
 void eachobs_close(eachobs_iter *it)

@@ -11,6 +11,22 @@
  * hands it on, so nobody waits for anybody inside a batch: the owner moves
  * on to its next unit as soon as every entry is claimed.
  *
+ * How many entries one claim takes depends on what getobs costs on the
+ * claiming thread: up to CLAIM_MAX while it is cheap (one compare-and-swap
+ * per entry would cost more than the entry), one at a time otherwise, so
+ * that a slow entry is never kept from an idle thread and a batch is
+ * spread over every thread that can help. A thread whose getobs is slow
+ * (or not measured yet) also helps the open batches before it opens one of
+ * its own (ordered: those before its own): the threads then fill one batch
+ * together, and the first batch is ready after about batchsize / P getobs
+ * durations instead of batchsize.
+ *
+ * Every entry is checked right before its getobs: once close has begun,
+ * or a failure under on_error = STOP has made the unit moot, no getobs
+ * starts, also not for the rest of a claimed run. An abandoned batch never
+ * completes; the consumer learns of the failure from the iterator's
+ * failure record instead (eachobs__failed).
+ *
  * Why the slot bound still holds: every unit that is being filled, or is
  * complete and waiting for room, is tied to one thread: its owner while an
  * entry is unclaimed, else a thread still loading one of its entries, else
@@ -72,19 +88,37 @@ void eachobs__account(uint64_t t0, uint64_t t1, size_t loaded)
 	}
 }
 
-/* Add what this thread loaded since t0 to its stats. A batch's run of
- * entries is timed as a whole: two clock reads per observation would cost
- * more than a cheap getobs (no-op batches ran at 7 M/s with them). */
-static void account(uint64_t t0, size_t loaded)
+/*
+ * A failure under on_error = STOP: keep the lowest failed position in the
+ * iterator's record, then end the loading (unordered: everything;
+ * ordered: unit u and those after it), then wake the consumer, which may
+ * be waiting for a batch that will now never complete. The record is
+ * written before the stop is published, so whoever sees the stop finds
+ * the record filled. Failures are rare: a mutex is simplest.
+ */
+static void record_failure(eachobs_iter *it, size_t u, size_t pos,
+			   size_t idx, int code)
 {
-	if (eachobs__tls_stats && loaded)
-		eachobs__account(t0, eachobs__now_ns(), loaded);
+	struct eachobs__failrec *f = &it->fail;
+
+	pthread_mutex_lock(&f->lock);
+	if (!atomic_load_explicit(&f->set, memory_order_relaxed) ||
+	    pos < f->pos) {
+		f->pos = pos;
+		f->idx = idx;
+		f->code = code;
+	}
+	atomic_store_explicit(&f->set, true, memory_order_release);
+	pthread_mutex_unlock(&f->lock);
+	if (it->ordered) {
+		eachobs__order_fail(it, u);
+	} else {
+		atomic_store_explicit(&it->stop, true, memory_order_release);
+		eachobs__ring_wake_consumer(it);
+	}
 }
 
-/* Entry e of the slot for unit u: load it and record what getobs said. A
- * failure under on_error = STOP ends the claiming of units (not of the
- * entries of open batches, which complete so that the failure reaches the
- * consumer). */
+/* Entry e of the slot for unit u: load it and record what getobs said. */
 static void load_entry(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
 		       size_t e)
 {
@@ -92,12 +126,52 @@ static void load_entry(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
 	int rc = call_getobs(it, &slot->b, e, pos);
 
 	slot->b.status[e] = rc;
-	if (rc == 0 || it->skip_errors)
-		return;
+	if (rc < 0 && !it->skip_errors)
+		record_failure(it, u, pos, slot->b.idx[e], rc);
+}
+
+/* Whether no getobs may start for unit u: close has begun, or a failure
+ * (STOP) made u moot. Checked right before every getobs. */
+static bool halted(const eachobs_iter *it, size_t u)
+{
+	if (eachobs__closing(it))
+		return true;
 	if (it->ordered)
-		eachobs__order_fail(it, u);
-	else
-		atomic_store_explicit(&it->stop, true, memory_order_relaxed);
+		return u >= atomic_load_explicit(&it->order.limit,
+						 memory_order_relaxed);
+	return atomic_load_explicit(&it->stop, memory_order_relaxed);
+}
+
+/* What one getobs costs on this thread, per entry of its last timed run
+ * (UINT64_MAX: not measured yet for this iterator). */
+static EACHOBS__TLS const eachobs_iter *cost_it;
+static EACHOBS__TLS uint64_t cost_ns;
+
+bool eachobs__getobs_cheap(const eachobs_iter *it)
+{
+	return cost_it == it && cost_ns < EACHOBS__CHEAP_NS;
+}
+
+/* Time k entries loaded since t0: this thread's cost estimate and stats. */
+static void learn(const eachobs_iter *it, uint64_t t0, size_t k)
+{
+	uint64_t t1 = eachobs__now_ns();
+
+	cost_it = it;
+	cost_ns = (t1 - t0) / k;
+	eachobs__account(t0, t1, k);
+}
+
+/* Load entries [e, e + k) of slot's unit u, stopping at the first that may
+ * not start; the number loaded. */
+static size_t load_entries(eachobs_iter *it, struct eachobs__slot *slot,
+			   size_t u, size_t e, size_t k)
+{
+	size_t i = 0;
+
+	for (; i < k && !halted(it, u); i++)
+		load_entry(it, slot, u, e + i);
+	return i;
 }
 
 size_t eachobs__unit_count(const eachobs_iter *it, size_t u)
@@ -130,11 +204,12 @@ static void open_unit(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
 }
 
 /*
- * Claim the next entries [*e, *e + *k) of slot's open unit; false when it
- * has none left. A quarter of what is left, at most CLAIM_MAX, at least 1:
- * one compare-and-swap per entry made the claim word the hottest line of a
+ * Claim the next entries [*e, *e + *k) of slot's open unit, if that unit is
+ * below bound; false when it has none left. While getobs is cheap, a
+ * quarter of what is left, at most CLAIM_MAX, at least 1: one
+ * compare-and-swap per entry made the claim word the hottest line of a
  * no-op batch run (owner and helpers bounce it), while claiming a run lets
- * the tail of the batch still be shared out one entry at a time.
+ * the tail of the batch still be shared out one entry at a time. Else one.
  * unit and count are read before the compare-and-swap, which succeeds only
  * if the claim word is still the one they were read under (see open_unit).
  * The acquire on success pairs with open_unit's release.
@@ -142,9 +217,10 @@ static void open_unit(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
 enum { CLAIM_MAX = 16 };
 
 static bool claim_entries(eachobs_iter *it, struct eachobs__slot *slot,
-			  size_t *u, size_t *e, size_t *k)
+			  size_t bound, size_t *u, size_t *e, size_t *k)
 {
 	uint64_t w = atomic_load_explicit(&slot->claim, memory_order_acquire);
+	bool cheap = eachobs__getobs_cheap(it);
 
 	for (;;) {
 		size_t next = (uint32_t)w;
@@ -152,9 +228,9 @@ static bool claim_entries(eachobs_iter *it, struct eachobs__slot *slot,
 						    memory_order_relaxed);
 		size_t unit = atomic_load_explicit(&slot->unit,
 						   memory_order_relaxed);
-		if (next >= count)
+		if (next >= count || unit >= bound)
 			return false;
-		size_t take = (count - next) / 4;
+		size_t take = cheap ? (count - next) / 4 : 1;
 		take = take < 1 ? 1 : take > CLAIM_MAX ? CLAIM_MAX : take;
 		if (atomic_compare_exchange_weak_explicit(
 			    &slot->claim, &w, w + take, memory_order_acquire,
@@ -181,20 +257,32 @@ static bool entries_done(struct eachobs__slot *slot, size_t k)
 					 memory_order_acq_rel) + k == count;
 }
 
-/* Owner: load claimed entries of slot until none is left to claim, and
+/*
+ * Owner: load claimed entries of slot until none is left to claim, and
  * count them done at the end, once (the unit cannot complete before its
- * owner's count is in, so the owner never misses being the completer). */
+ * owner's count is in, so the owner never misses being the completer).
+ * While getobs is cheap the whole loop is timed once (two clock reads per
+ * run would cost more than the entries: no-op batches ran at 7 M/s with
+ * reads per observation); else each run, so that the estimate follows.
+ */
 static bool load_claimed(eachobs_iter *it, struct eachobs__slot *slot)
 {
 	uint64_t t0 = eachobs__now_ns();
-	size_t u, e, run, k = 0;
+	size_t u, e, run, k = 0, timed = 0;
 
-	while (!eachobs__closing(it) && claim_entries(it, slot, &u, &e, &run)) {
-		for (size_t i = 0; i < run; i++)
-			load_entry(it, slot, u, e + i);
-		k += run;
+	while (claim_entries(it, slot, SIZE_MAX, &u, &e, &run)) {
+		size_t n = load_entries(it, slot, u, e, run);
+		k += n;
+		if (n < run) /* halted: the unit will not complete */
+			break;
+		if (!eachobs__getobs_cheap(it)) {
+			learn(it, t0, k - timed);
+			timed = k;
+			t0 = eachobs__now_ns();
+		}
 	}
-	account(t0, k);
+	if (k > timed)
+		learn(it, t0, k - timed);
 	return k && entries_done(slot, k);
 }
 
@@ -209,37 +297,112 @@ bool eachobs__fill(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
 	if (!it->batchsize) {
 		uint64_t t0 = eachobs__now_ns();
 		eachobs__fill_one(it, slot, u);
-		account(t0, 1);
+		learn(it, t0, 1);
 		return true;
 	}
 	open_unit(it, slot, u);
 	return load_claimed(it, slot);
 }
 
+void eachobs__open(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
+{
+	open_unit(it, slot, u);
+}
+
+bool eachobs__fill_step(eachobs_iter *it, struct eachobs__slot *slot)
+{
+	uint64_t t0 = eachobs__now_ns();
+	size_t u, e, run;
+
+	if (!claim_entries(it, slot, SIZE_MAX, &u, &e, &run))
+		return false;
+	size_t n = load_entries(it, slot, u, e, run);
+	if (n)
+		learn(it, t0, n);
+	return n == run && entries_done(slot, run);
+}
+
+/* Load the claimed entries [e, e + k) of slot's unit u as a helper; 1,
+ * with *done the slot when that completed the unit; 0 when halted before
+ * any. */
+static int load_helped(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
+		       size_t e, size_t k, struct eachobs__slot **done)
+{
+	uint64_t t0 = eachobs__now_ns();
+	size_t n = load_entries(it, slot, u, e, k);
+
+	if (n == 0)
+		return 0;
+	learn(it, t0, n);
+	/* A halted unit never completes: nobody hands it on. */
+	if (n == k && entries_done(slot, k))
+		*done = slot;
+	return 1;
+}
+
+/*
+ * The open unit below bound that slow loaders should fill first: ordered,
+ * the lowest (the consumer needs it first); unordered, the one with the
+ * fewest unclaimed entries, so that threads converge on one batch instead
+ * of each keeping to its own. A snapshot: the caller's claim re-checks.
+ */
+static struct eachobs__slot *best_open(eachobs_iter *it, size_t bound)
+{
+	struct eachobs__slot *best = NULL;
+	size_t best_key = SIZE_MAX;
+
+	for (size_t i = 0; i < it->nslots; i++) {
+		struct eachobs__slot *slot = &it->slots[i];
+		size_t next = (uint32_t)atomic_load_explicit(
+			&slot->claim, memory_order_relaxed);
+		size_t count = atomic_load_explicit(&slot->count,
+						    memory_order_relaxed);
+		size_t unit = atomic_load_explicit(&slot->unit,
+						   memory_order_relaxed);
+		if (next >= count || unit >= bound)
+			continue;
+		size_t key = it->ordered ? unit : count - next;
+		if (key < best_key) {
+			best = slot;
+			best_key = key;
+		}
+	}
+	return best;
+}
+
+static int help_slow(eachobs_iter *it, size_t bound,
+		     struct eachobs__slot **done)
+{
+	struct eachobs__slot *slot;
+	size_t u, e, run;
+
+	while (!eachobs__closing(it) && (slot = best_open(it, bound)))
+		if (claim_entries(it, slot, bound, &u, &e, &run))
+			return load_helped(it, slot, u, e, run, done);
+	return 0;
+}
+
 /* Where this thread last found an open unit, plus one: open units are
  * few, and usually where they were. 0: start at the caller's hint. */
 static EACHOBS__TLS size_t help_from;
 
-int eachobs__help(eachobs_iter *it, unsigned hint, struct eachobs__slot **done)
+int eachobs__help(eachobs_iter *it, unsigned hint, size_t bound,
+		  struct eachobs__slot **done)
 {
 	size_t u, e, run, from = (help_from ? help_from - 1 : hint) % it->nslots;
 
 	*done = NULL;
 	if (atomic_load_explicit(&it->open_units, memory_order_relaxed) == 0)
 		return 0;
+	if (!eachobs__getobs_cheap(it))
+		return help_slow(it, bound, done);
 	for (size_t k = 0; k < it->nslots && !eachobs__closing(it); k++) {
 		size_t i = (from + k) % it->nslots;
 		struct eachobs__slot *slot = &it->slots[i];
-		if (!claim_entries(it, slot, &u, &e, &run))
+		if (!claim_entries(it, slot, bound, &u, &e, &run))
 			continue;
 		help_from = i + 1;
-		uint64_t t0 = eachobs__now_ns();
-		for (size_t j = 0; j < run; j++)
-			load_entry(it, slot, u, e + j);
-		account(t0, run);
-		if (entries_done(slot, run))
-			*done = slot;
-		return 1;
+		return load_helped(it, slot, u, e, run, done);
 	}
 	return 0;
 }

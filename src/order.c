@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <errno.h>
 #include <limits.h>
 
 
@@ -76,6 +77,7 @@ struct turn_wait {
 	eachobs_iter *it;
 	struct eachobs__slot *slot;
 	uint32_t want;
+	size_t unit; /* the consumer's wait: the unit it needs */
 };
 
 static bool turn_or_closing(const void *arg)
@@ -114,12 +116,12 @@ static void wait_for_room(eachobs_iter *it, size_t i)
 
 	if (h > 1 && i + h < it->nunits) {
 		struct turn_wait far = { it, slot_of(it, i + h),
-					 free_turn(it, i + h) };
+					 free_turn(it, i + h), i + h };
 		eachobs__event_wait_timed(&far.slot->ev,
 					  turn_reached_or_closing, &far,
 					  EACHOBS__LOADER_SPINS);
 	}
-	struct turn_wait w = { it, slot_of(it, i), free_turn(it, i) };
+	struct turn_wait w = { it, slot_of(it, i), free_turn(it, i), i };
 	eachobs__event_wait_timed(&w.slot->ev, turn_or_closing, &w,
 				  EACHOBS__LOADER_SPINS);
 }
@@ -138,26 +140,38 @@ static void publish(eachobs_iter *it, struct eachobs__slot *slot)
 	eachobs__event_notify(&slot->ev, INT_MAX);
 }
 
-/* Load unit u into its slot, which must be free, and publish it unless a
- * helper completes it (then the helper publishes). */
-static void load_and_publish(eachobs_iter *it, size_t u)
-{
-	struct eachobs__slot *slot = slot_of(it, u);
-
-	if (eachobs__fill(it, slot, u))
-		publish(it, slot);
-}
-
-/* Batched: load one entry of an open batch; false when there is none. */
-static bool help_entry(eachobs_iter *it, unsigned hint)
+/* Batched: load entries of the open batches below bound; false when
+ * there is none. */
+static bool help_entry(eachobs_iter *it, unsigned hint, size_t bound)
 {
 	struct eachobs__slot *done;
 
-	if (!it->batchsize || !eachobs__help(it, hint, &done))
+	if (!it->batchsize || !eachobs__help(it, hint, bound, &done))
 		return false;
 	if (done)
 		publish(it, done);
 	return true;
+}
+
+/*
+ * Load unit u into its slot, which must be free, and publish it unless a
+ * helper completes it (then the helper publishes). A batch whose getobs is
+ * slow is opened to every thread and filled lowest unit first (load.c):
+ * the caller loads entries of u and of the open units before it until u
+ * has none left to claim.
+ */
+static void load_and_publish(eachobs_iter *it, size_t u)
+{
+	struct eachobs__slot *slot = slot_of(it, u);
+
+	if (!it->batchsize || eachobs__getobs_cheap(it)) {
+		if (eachobs__fill(it, slot, u))
+			publish(it, slot);
+		return;
+	}
+	eachobs__open(it, slot, u);
+	while (help_entry(it, 0, u + 1))
+		;
 }
 
 /* Unbatched loads that did not wait, k of them since t0: into the
@@ -182,7 +196,7 @@ static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi)
 	size_t k = 0;
 
 	for (size_t i = lo; i < hi; i++) {
-		struct turn_wait w = { it, slot_of(it, i), free_turn(it, i) };
+		struct turn_wait w = { it, slot_of(it, i), free_turn(it, i), i };
 		if (!turn_or_closing(&w)) {
 			account_run(t0, &k);
 			wait_for_room(it, i);
@@ -214,19 +228,43 @@ void eachobs__order_worker(eachobs_iter *it, unsigned self)
 		     &hi))
 		if (!load_chunk(it, lo, hi))
 			return;
-	while (help_entry(it, self))
+	while (help_entry(it, self, SIZE_MAX))
 		;
 }
 
+/* Release: a consumer that sees the new limit sees the failure record
+ * (load.c) written before it. The consumer may be asleep on the failed
+ * unit's slot, which will now never be published. */
 void eachobs__order_fail(eachobs_iter *it, size_t idx)
 {
 	size_t cur = limit(it);
 
-	while (idx < cur &&
-	       !atomic_compare_exchange_weak_explicit(&it->order.limit, &cur,
-						      idx, memory_order_relaxed,
-						      memory_order_relaxed))
-		;
+	while (idx < cur) {
+		if (atomic_compare_exchange_weak_explicit(
+			    &it->order.limit, &cur, idx, memory_order_release,
+			    memory_order_relaxed)) {
+			eachobs__event_notify(&slot_of(it, idx)->ev, INT_MAX);
+			return;
+		}
+	}
+}
+
+/* The consumer's unit m is at or past the lowest failure (STOP). */
+static bool failed_at(const eachobs_iter *it, size_t m)
+{
+	return m >= atomic_load_explicit(&it->order.limit,
+					 memory_order_acquire) &&
+	       eachobs__failed(it);
+}
+
+/* What wakes the consumer: its unit loaded, or a reason to return without
+ * it (an interrupt, a failure at or before it). */
+static bool consumer_wakes(const void *arg)
+{
+	const struct turn_wait *w = arg;
+
+	return turn_or_closing(arg) || eachobs__interrupted(w->it) ||
+	       failed_at(w->it, w->unit);
 }
 
 /*
@@ -240,21 +278,33 @@ void eachobs__order_fail(eachobs_iter *it, size_t idx)
  * on 2 cores); each help also takes an index out of the workers' chunks.
  * No-op ordered ran at half BACKGROUND's rate that way. It still helps
  * one wait in 64, to notice getobs growing dear.
+ *
+ * A slow batch the consumer claims is only opened, and each help loads
+ * one entry, so that the consumer looks at its unit and at an interrupt
+ * after every getobs it runs. Until nothing it could claim is left, it
+ * owes that batch its help: workers may all be waiting for room behind
+ * it, so it must not sleep first.
  */
 static bool help(eachobs_iter *it)
 {
 	size_t bound = limit(it), lo, hi;
 
-	if (it->help_ns && it->help_ns < EACHOBS__CHEAP_NS &&
+	if (!it->order.owes && it->help_ns && it->help_ns < EACHOBS__CHEAP_NS &&
 	    (++it->order.waits & 63) != 0)
 		return false;
 	/* next + nslots, saturated: n may be near SIZE_MAX. */
 	if (bound - it->order.next > it->nslots)
 		bound = it->order.next + it->nslots;
 	uint64_t t0 = eachobs__now_ns();
-	if (!help_entry(it, 0)) {
+	if (!help_entry(it, 0, SIZE_MAX)) {
+		it->order.owes = false;
 		if (!claim(it, 1, bound, 0, &lo, &hi))
 			return false;
+		if (it->batchsize && !eachobs__getobs_cheap(it)) {
+			eachobs__open(it, slot_of(it, lo), lo);
+			it->order.owes = true;
+			return true;
+		}
 		load_and_publish(it, lo);
 	}
 	it->help_ns = eachobs__now_ns() - t0;
@@ -267,14 +317,18 @@ int eachobs__order_next(eachobs_iter *it, struct eachobs__slot **out)
 
 	if (m >= it->nunits)
 		return 0;
-	struct turn_wait w = { it, slot_of(it, m), free_turn(it, m) + 1 };
+	struct turn_wait w = { it, slot_of(it, m), free_turn(it, m) + 1, m };
 	for (;;) {
 		if (atomic_load_explicit(&w.slot->turn, memory_order_acquire) ==
 		    w.want)
 			break;
+		if (eachobs__take_interrupt(it))
+			return -EINTR;
+		if (failed_at(it, m))
+			return EACHOBS__TAKE_FAILED;
 		if (it->executor == EACHOBS_THREADED && help(it))
 			continue;
-		eachobs__event_wait_timed(&w.slot->ev, turn_or_closing, &w,
+		eachobs__event_wait_timed(&w.slot->ev, consumer_wakes, &w,
 					  EACHOBS__CONSUMER_SPINS);
 	}
 	/* Claimed indices ahead of the consumer inside the window are loaded

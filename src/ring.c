@@ -211,14 +211,30 @@ static bool ready_or_closing(const void *arg)
 	return ck_ring_size(&it->ring.ready) > 0 || eachobs__closing(it);
 }
 
+/* What wakes the consumer: a loaded slot, or a reason to return without
+ * one (a failure whose unit will not arrive, an interrupt). Loaders notify
+ * with ready_or_closing, the part that concerns them. */
+static bool consumer_wakes(const void *arg)
+{
+	const eachobs_iter *it = arg;
+
+	return ready_or_closing(arg) || eachobs__failed(it) ||
+	       eachobs__interrupted(it);
+}
+
 /* Consumer, with `ready` empty: sleep until a loaded slot arrives. */
 void eachobs__ring_wait_ready(eachobs_iter *it)
 {
 	uint64_t t0 = eachobs__now_ns();
 
-	eachobs__event_wait_single(&it->ring.ev_ready, ready_or_closing, it,
+	eachobs__event_wait_single(&it->ring.ev_ready, consumer_wakes, it,
 				   EACHOBS__CONSUMER_SPINS);
 	eachobs__stat_add(&it->cstats.idle_ns, eachobs__now_ns() - t0);
+}
+
+void eachobs__ring_wake_consumer(eachobs_iter *it)
+{
+	eachobs__event_notify_single(&it->ring.ev_ready, NULL, NULL);
 }
 
 bool eachobs__ring_put_ready(eachobs_iter *it, struct eachobs__slot *slot)
@@ -405,32 +421,48 @@ size_t eachobs__ring_help_run(eachobs_iter *it, uint64_t *per_item_ns)
 	return n;
 }
 
-/* Batched, with no unit left to take: help fill the open batches. */
-static void help_rest(eachobs_iter *it, unsigned self)
+/* Batched: help fill the open batches while there are entries to claim;
+ * false when close began while a completed batch waited for room. */
+static bool help_open(eachobs_iter *it, unsigned self)
 {
 	struct eachobs__slot *done;
 
-	while (eachobs__help(it, self, &done))
+	while (eachobs__help(it, self, SIZE_MAX, &done))
 		if (done && !eachobs__ring_put_ready(it, done))
-			return;
+			return false;
+	return true;
 }
 
+/*
+ * Batched: take units and fill them, then help with the rest. While getobs
+ * is slow, a thread opens a unit only when no open one has an entry left
+ * to claim, and otherwise loads one entry at a time of the open unit that
+ * is nearest completion (load.c), so the threads fill one batch together.
+ */
 void eachobs__ring_worker(eachobs_iter *it, unsigned self)
 {
+	struct eachobs__slot *slot;
 	size_t u;
 
 	if (!it->batchsize) {
 		run_unbatched(it, self);
 		return;
 	}
-	while (eachobs__pool_claim(it, self, &u)) {
-		struct eachobs__slot *slot = eachobs__ring_get_free(it);
+	for (;;) {
+		bool cheap = eachobs__getobs_cheap(it);
+		if (!cheap && !help_open(it, self))
+			return;
+		if (!eachobs__pool_claim(it, self, &u))
+			break;
+		slot = eachobs__ring_get_free(it);
 		if (!slot || eachobs__closing(it) ||
 		    atomic_load_explicit(&it->stop, memory_order_relaxed))
 			break;
-		if (eachobs__fill(it, slot, u) &&
-		    !eachobs__ring_put_ready(it, slot))
+		if (!cheap)
+			eachobs__open(it, slot, u);
+		else if (eachobs__fill(it, slot, u) &&
+			 !eachobs__ring_put_ready(it, slot))
 			return;
 	}
-	help_rest(it, self);
+	help_open(it, self);
 }
