@@ -81,6 +81,22 @@ extern "C" {
 #define EACHOBS_API
 #endif
 
+/** The major version of this header (0 until the API is declared stable). */
+#define EACHOBS_VERSION_MAJOR 0
+/** The minor version of this header: it grows with every release that adds
+ *  to the API. */
+#define EACHOBS_VERSION_MINOR 2
+/** The patch version of this header: fixes only. */
+#define EACHOBS_VERSION_PATCH 0
+/**
+ * This header's version as one number, (major << 16) | (minor << 8) |
+ * patch: 0.2.0 is 0x000200. Compare it with eachobs_version(), the
+ * version of the library the program runs with.
+ */
+#define EACHOBS_VERSION_HEX                                                 \
+	((EACHOBS_VERSION_MAJOR << 16) | (EACHOBS_VERSION_MINOR << 8) |     \
+	 EACHOBS_VERSION_PATCH)
+
 /**
  * A dataset: what the library needs to load observation idx.
  *
@@ -741,6 +757,31 @@ EACHOBS_API unsigned long long eachobs_seed(unsigned long long seed,
  * Thread: any; never blocks.
  */
 EACHOBS_API const char *eachobs_strerror(int code);
+
+/**
+ * The version of the library the program is running with, spelt as
+ * EACHOBS_VERSION_HEX spells the header's.
+ *
+ * It may differ from EACHOBS_VERSION_HEX, the header the program was
+ * compiled against: see Versions and compatibility, above. A program
+ * that wants a feature added in 0.3 checks `eachobs_version() >= 0x000300`
+ * before using it.
+ *
+ * @return (major << 16) | (minor << 8) | patch of the running library.
+ *
+ * Thread: any; never blocks.
+ */
+EACHOBS_API unsigned eachobs_version(void);
+
+/**
+ * The version of the library the program is running with, as text.
+ *
+ * @return a static string, "major.minor.patch" (for example "0.2.0"),
+ *   never NULL.
+ *
+ * Thread: any; never blocks.
+ */
+EACHOBS_API const char *eachobs_version_string(void);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
  *   hold.c   what the consumer holds, and eachobs_release
  *   iter.c   the public iterator: validation, defaults, start, next, close
  *   error.c  eachobs_strerror
+ *   abi.c    what keeps older programs working: the version
  */
 #ifndef EACHOBS_INTERNAL_H
 #define EACHOBS_INTERNAL_H
