@@ -87,7 +87,10 @@
  * stats it does not count read 0; a function it does not have keeps the
  * program from loading. Binaries built against the 0.1 header, which
  * passed no size, keep calling the exported eachobs_parallel and
- * eachobs_get_stats of the library, which take the 0.1 sizes.
+ * eachobs_get_stats of the library, which take the 0.1 sizes. Bindings
+ * from other languages (ctypes, ccall) see those symbols, not the inline
+ * wrappers: to reach options newer than 0.1 they call the _sized
+ * functions with the size of their own struct.
  *
  * The layouts of eachobs_dataset, eachobs_batch and eachobs_failure are
  * frozen: they do not change in any 0.x release.
