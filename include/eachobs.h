@@ -69,6 +69,36 @@
  * errno value; nothing is reported through the global errno. Codes that
  * getobs() returns are passed through unchanged. eachobs_strerror() names
  * every code.
+ *
+ * Versions and compatibility
+ * --------------------------
+ * EACHOBS_VERSION_HEX is the header a program was compiled against,
+ * eachobs_version() the library it runs with. The library is
+ * libeachobs.so.0 throughout 0.x, and no 0.x release breaks a binary built
+ * against an earlier 0.x header: before 1.0 the API only grows (new
+ * functions, new codes, new fields), it never changes what a binary
+ * already relies on.
+ *
+ * eachobs_options and eachobs_stats grow by fields appended at their end;
+ * fields are never removed or reordered, and a new option's zero means
+ * the behaviour from before it existed. Both travel with their size, as
+ * struct open_how does to the kernel's openat2(): eachobs_parallel() and
+ * eachobs_get_stats() are inline and pass sizeof the struct this header
+ * declares to eachobs_parallel_sized() and eachobs_get_stats_sized().
+ * So a newer library reads an older program's shorter options as if the
+ * newer fields were zero, and writes only its shorter stats. An older
+ * library running a newer program ignores nothing without a word: an
+ * option it does not have must be zero, else start fails with -E2BIG, and
+ * stats it does not count read 0; a function it does not have keeps the
+ * program from loading. Binaries built against the 0.1 header, which
+ * passed no size, keep calling the exported eachobs_parallel and
+ * eachobs_get_stats of the library, which take the 0.1 sizes. Bindings
+ * from other languages (ctypes, ccall) see those symbols, not the inline
+ * wrappers: to reach options newer than 0.1 they call the _sized
+ * functions with the size of their own struct.
+ *
+ * The layouts of eachobs_dataset, eachobs_batch and eachobs_failure are
+ * frozen: they do not change in any 0.x release.
  */
 #ifndef EACHOBS_H
 #define EACHOBS_H
@@ -85,6 +115,22 @@ extern "C" {
 #else
 #define EACHOBS_API
 #endif
+
+/** The major version of this header (0 until the API is declared stable). */
+#define EACHOBS_VERSION_MAJOR 0
+/** The minor version of this header: it grows with every release that adds
+ *  to the API. */
+#define EACHOBS_VERSION_MINOR 2
+/** The patch version of this header: fixes only. */
+#define EACHOBS_VERSION_PATCH 0
+/**
+ * This header's version as one number, (major << 16) | (minor << 8) |
+ * patch: 0.2.0 is 0x000200. Compare it with eachobs_version(), the
+ * version of the library the program runs with.
+ */
+#define EACHOBS_VERSION_HEX                                                 \
+	((EACHOBS_VERSION_MAJOR << 16) | (EACHOBS_VERSION_MINOR << 8) |     \
+	 EACHOBS_VERSION_PATCH)
 
 /**
  * A dataset: what the library needs to load observation idx.
@@ -169,6 +215,8 @@ typedef struct eachobs_pool eachobs_pool;
 /**
  * Options. All-zero (or a NULL pointer) means every default; use designated
  * initializers: `eachobs_options o = { .nthreads = 8, .ordered = true };`
+ * New fields are only ever appended, and their zero keeps the behaviour
+ * from before them (see Versions and compatibility, above).
  */
 typedef struct eachobs_options {
 	/**
@@ -449,19 +497,33 @@ EACHOBS_API int eachobs_pool_create(eachobs_pool **pool, unsigned nthreads);
 EACHOBS_API void eachobs_pool_destroy(eachobs_pool *pool);
 
 /**
- * Start loading a dataset.
+ * Start loading a dataset, with options of a stated size.
+ *
+ * Most programs call eachobs_parallel(), which passes
+ * sizeof(eachobs_options) as this header declares it. The size lets a
+ * library newer or older than the header tell which options the caller
+ * knows (see Versions and compatibility, above): fields beyond opts_size
+ * are taken as zero, their default; fields of a newer header that this
+ * library does not know must be zero.
  *
  * Validates the arguments, calls data->numobs() once, allocates every slot
  * and starts the worker threads (none for EACHOBS_SERIAL, none when n is 0).
- * *data is copied; data->ctx must stay valid until eachobs_close().
+ * *data and *opts are copied; data->ctx must stay valid until
+ * eachobs_close(), and so must opts->indices and opts->pool
+ * (opts->worker_cpus is read at start only).
  *
- * @param it    receives the iterator; set to NULL on failure.
- * @param data  the dataset; numobs and getobs are required.
- * @param opts  options, or NULL for every default.
+ * @param it         receives the iterator; set to NULL on failure.
+ * @param data       the dataset; numobs and getobs are required.
+ * @param opts       options, or NULL for every default (then opts_size is
+ *                   ignored).
+ * @param opts_size  the size of *opts in bytes: sizeof(eachobs_options) as
+ *                   the caller's header declares it; at least its size in
+ *                   0.1.0 (up to and including shard_count).
  * @return 0 on success;
- *   -EINVAL when it, data, data->numobs or data->getobs is NULL, the
- *           executor or on_error is out of range, nthreads exceeds
- *           EACHOBS_MAX_THREADS,
+ *   -EINVAL when it, data, data->numobs or data->getobs is NULL, opts is
+ *           not NULL and opts_size is smaller than eachobs_options was in
+ *           0.1.0, the executor or on_error is out of range, nthreads
+ *           exceeds EACHOBS_MAX_THREADS,
  *           stack_size is non-zero and below PTHREAD_STACK_MIN,
  *           worker_nice is outside 0..19, a worker_cpus entry is not below
  *           EACHOBS_MAX_CPU or worker_cpus is NULL with nworker_cpus > 0,
@@ -470,16 +532,56 @@ EACHOBS_API void eachobs_pool_destroy(eachobs_pool *pool);
  *           is NULL with nindices > 0, shard_index >= shard_count > 1,
  *           or the slot count or slot memory would overflow
  *           (buffersize + nthreads + max(1, hold) > EACHOBS_MAX_SLOTS);
+ *   -E2BIG  when opts_size is larger than this library's
+ *           eachobs_options and a byte past its end is not zero: the
+ *           program asks for an option that this (older) library does
+ *           not have, and rather than ignore it the library starts
+ *           nothing;
  *   -ENOMEM when an allocation fails;
  *   -EAGAIN when a thread cannot be created (resource limits, or a
  *           stack_size the system cannot provide).
- *   On failure no getobs() has run (numobs() may have), every thread that
- *   was started has been joined and nothing is left allocated.
+ *   On failure no getobs() has run (numobs() may have, except for -E2BIG
+ *   and the opts_size -EINVAL, which are found before anything is
+ *   called), every thread that was started has been joined and nothing is
+ *   left allocated.
  *
  * Thread: any. Blocks only to create threads.
  */
+EACHOBS_API int eachobs_parallel_sized(eachobs_iter **it,
+				       const eachobs_dataset *data,
+				       const eachobs_options *opts,
+				       size_t opts_size);
+
+#ifdef EACHOBS_BUILDING
+/* Inside the library: the exported entry point of 0.1.0, kept for binaries
+ * built against that header, which passed no size (src/abi.c). */
 EACHOBS_API int eachobs_parallel(eachobs_iter **it, const eachobs_dataset *data,
 				 const eachobs_options *opts);
+#else
+/**
+ * Start loading a dataset: eachobs_parallel_sized() with opts_size =
+ * sizeof(eachobs_options), the options as this header declares them.
+ * Inline, so that the size compiled into the program is the one its
+ * header gave it.
+ *
+ * @param it    receives the iterator; set to NULL on failure.
+ * @param data  the dataset; numobs and getobs are required.
+ * @param opts  options, or NULL for every default.
+ * @return 0 on success, or an error of eachobs_parallel_sized(): -EINVAL
+ *   for an invalid argument or option, -E2BIG when the program sets an
+ *   option that the library it runs with is too old to have, -ENOMEM,
+ *   -EAGAIN. On failure no getobs() has run and nothing is left
+ *   allocated.
+ *
+ * Thread: any. Blocks only to create threads.
+ */
+static inline int eachobs_parallel(eachobs_iter **it,
+				   const eachobs_dataset *data,
+				   const eachobs_options *opts)
+{
+	return eachobs_parallel_sized(it, data, opts, sizeof(eachobs_options));
+}
+#endif
 
 /**
  * Yield the next loaded observation.
@@ -673,6 +775,10 @@ EACHOBS_API int eachobs_interrupt(eachobs_iter *it);
  *
  * Costs: two clock reads per getobs, or per run of up to 16 cheap ones
  * (under 2 us each), and one per wait that sleeps.
+ *
+ * New fields are only ever appended; a library older than the header
+ * leaves the ones it does not count at 0 (see Versions and
+ * compatibility, above).
  */
 typedef struct eachobs_stats {
 	/** Observations yielded (single, or in batches). */
@@ -703,17 +809,52 @@ typedef struct eachobs_stats {
 } eachobs_stats;
 
 /**
- * Fill *st with what the iterator has done so far.
+ * Fill the caller's stats, of a stated size, with what the iterator has
+ * done so far.
+ *
+ * Most programs call eachobs_get_stats(), which passes
+ * sizeof(eachobs_stats) as this header declares it. Exactly size bytes at
+ * st are written, never one more: this library's figures, and 0 for the
+ * fields of a newer header that it does not count.
  *
  * Worker figures are read while the workers run: each is exact for what
  * has finished and may miss the getobs calls in progress (a run of cheap
  * ones counts when the whole run has).
  *
+ * @param it    the iterator.
+ * @param st    receives the figures; size bytes.
+ * @param size  sizeof(eachobs_stats) as the caller's header declares it;
+ *              at least its size in 0.1.0 (up to and including nworkers,
+ *              rounded up to the struct's alignment).
+ * @return 0; -EINVAL when it or st is NULL or size is smaller than
+ *   eachobs_stats was in 0.1.0 (then nothing is written).
+ *
+ * Thread: the iterator's consumer (like eachobs_next). Never blocks.
+ */
+EACHOBS_API int eachobs_get_stats_sized(const eachobs_iter *it,
+					eachobs_stats *st, size_t size);
+
+#ifdef EACHOBS_BUILDING
+/* Inside the library: the exported entry point of 0.1.0, kept for binaries
+ * built against that header, which passed no size (src/abi.c). */
+EACHOBS_API int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st);
+#else
+/**
+ * Fill *st with what the iterator has done so far:
+ * eachobs_get_stats_sized() with size = sizeof(eachobs_stats) as this
+ * header declares it.
+ *
+ * @param it  the iterator.
+ * @param st  receives the figures.
  * @return 0, or -EINVAL when it or st is NULL.
  *
  * Thread: the iterator's consumer (like eachobs_next). Never blocks.
  */
-EACHOBS_API int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st);
+static inline int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st)
+{
+	return eachobs_get_stats_sized(it, st, sizeof(eachobs_stats));
+}
+#endif
 
 /**
  * The failures skipped so far (eachobs_options.on_error =
@@ -791,6 +932,31 @@ EACHOBS_API unsigned long long eachobs_seed(unsigned long long seed,
  * Thread: any; never blocks.
  */
 EACHOBS_API const char *eachobs_strerror(int code);
+
+/**
+ * The version of the library the program is running with, spelt as
+ * EACHOBS_VERSION_HEX spells the header's.
+ *
+ * It may differ from EACHOBS_VERSION_HEX, the header the program was
+ * compiled against: see Versions and compatibility, above. A program
+ * that wants a feature added in 0.3 checks `eachobs_version() >= 0x000300`
+ * before using it.
+ *
+ * @return (major << 16) | (minor << 8) | patch of the running library.
+ *
+ * Thread: any; never blocks.
+ */
+EACHOBS_API unsigned eachobs_version(void);
+
+/**
+ * The version of the library the program is running with, as text.
+ *
+ * @return a static string, "major.minor.patch" (for example "0.2.0"),
+ *   never NULL.
+ *
+ * Thread: any; never blocks.
+ */
+EACHOBS_API const char *eachobs_version_string(void);
 
 #ifdef __cplusplus
 }

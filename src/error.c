@@ -20,6 +20,9 @@ const char *eachobs_strerror(int code)
 		return "invalid argument: a required pointer or callback is "
 		       "NULL, an option is out of range, or the slots would "
 		       "not fit in memory";
+	case -E2BIG:
+		return "an option this library does not know was set (the "
+		       "program was built against a newer eachobs.h)";
 	case -ENOMEM:
 		return "out of memory while allocating the iterator or its "
 		       "slots";

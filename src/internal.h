@@ -12,6 +12,9 @@
  *   hold.c   what the consumer holds, and eachobs_release
  *   iter.c   the public iterator: validation, defaults, start, next, close
  *   error.c  eachobs_strerror
+ *   abi.c    what keeps programs built against other 0.x headers working:
+ *            options and stats passed with their size, the 0.1 entry
+ *            points, the version
  */
 #ifndef EACHOBS_INTERNAL_H
 #define EACHOBS_INTERNAL_H
@@ -34,6 +37,26 @@
  * The cost: a dlopen()ed libeachobs needs the few bytes of static TLS
  * surplus glibc keeps for that. */
 #define EACHOBS__TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
+/* ---- abi.c: the structs that grow ----------------------------------- */
+
+/*
+ * The sizes of eachobs_options and eachobs_stats in 0.1.0, whose
+ * eachobs_parallel and eachobs_get_stats took no size: the end of the last
+ * 0.1 field, rounded up to the struct's alignment as the compiler pads it.
+ * The alignment stays 0.1's as long as no appended field needs more than
+ * the 0.1 members did; test/test_abi.c checks both sizes against a copy of
+ * the 0.1 layouts.
+ */
+#define EACHOBS__ROUND_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+#define EACHOBS__OPTIONS_SIZE_0_1                                            \
+	EACHOBS__ROUND_UP(offsetof(eachobs_options, shard_count) +           \
+				  sizeof(unsigned),                          \
+			  _Alignof(eachobs_options))
+#define EACHOBS__STATS_SIZE_0_1                                              \
+	EACHOBS__ROUND_UP(offsetof(eachobs_stats, nworkers) +                \
+				  sizeof(unsigned),                          \
+			  _Alignof(eachobs_stats))
 
 /* ---- event.c -------------------------------------------------------- */
 
@@ -448,6 +471,12 @@ size_t eachobs__pool_claim_run(eachobs_iter *it, unsigned self, size_t max,
  * up to max from the back of the richest deque (the count). */
 bool eachobs__pool_take_one(eachobs_iter *it, size_t *idx);
 size_t eachobs__pool_take_run(eachobs_iter *it, size_t max, size_t *first);
+
+/* iter.c: eachobs_parallel_sized and eachobs_get_stats_sized (abi.c) with
+ * the options and stats of this library's own size; o is never NULL. */
+int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
+		      const eachobs_options *o);
+void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st);
 
 /* ring.c */
 int eachobs__ring_init(eachobs_iter *it);

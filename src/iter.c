@@ -278,11 +278,9 @@ static int start(eachobs_iter *it, unsigned workers, unsigned hold)
 	return rc;
 }
 
-int eachobs_parallel(eachobs_iter **itp, const eachobs_dataset *data,
-		     const eachobs_options *opts)
+int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
+		      const eachobs_options *o)
 {
-	static const eachobs_options defaults;
-	const eachobs_options *o = opts ? opts : &defaults;
 	struct config cfg;
 	int rc = check_args(itp, data, o, &cfg);
 
@@ -657,10 +655,8 @@ static uint64_t stat(const _Atomic uint64_t *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st)
+void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st)
 {
-	if (!it || !st)
-		return -EINVAL;
 	memset(st, 0, sizeof(*st));
 	st->yielded = it->nyielded;
 	st->batches = it->nbatches;
@@ -678,7 +674,6 @@ int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st)
 	}
 	st->max_waiting = it->max_waiting;
 	st->nworkers = eachobs__pool_started(it);
-	return 0;
 }
 
 size_t eachobs_failures(const eachobs_iter *it, eachobs_failure *out,

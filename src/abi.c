@@ -1,0 +1,114 @@
+/*
+ * What keeps programs built against another 0.x header working with this
+ * library: the options and stats structs passed with their size, the 0.1
+ * entry points that passed none, and the version.
+ *
+ * The structs only ever grow at the end, and a field's zero means what the
+ * library did before the field existed. So a caller's struct may be
+ * shorter than ours (an older header: the fields it lacks are zero) or
+ * longer (a newer header: the fields we lack must be zero, else -E2BIG, as
+ * the kernel's openat2 does, so that nothing a program asks for is ignored
+ * without a word). Stats go the other way: we write the caller's size,
+ * zero for the figures we do not count.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define STR(x) #x
+#define XSTR(x) STR(x)
+
+_Static_assert(EACHOBS__OPTIONS_SIZE_0_1 <= sizeof(eachobs_options) &&
+		       EACHOBS__STATS_SIZE_0_1 <= sizeof(eachobs_stats),
+	       "the structs only grow");
+
+/*
+ * A field that a later version appends must start at or after this
+ * version's sizeof(eachobs_options): one placed in our trailing padding
+ * would be copied in and ignored, without -E2BIG. So eachobs_options has
+ * no trailing padding; when an appended field would leave some, name it
+ * (a reserved member that start requires to be zero) and move this check
+ * to the new last field.
+ */
+_Static_assert(sizeof(eachobs_options) ==
+		       offsetof(eachobs_options, shard_count) + sizeof(unsigned),
+	       "eachobs_options ends in padding: name it (see above)");
+
+static size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+static bool zero_from(const void *p, size_t from, size_t to)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = from; i < to; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+int eachobs_parallel_sized(eachobs_iter **itp, const eachobs_dataset *data,
+			   const eachobs_options *opts, size_t opts_size)
+{
+	eachobs_options o;
+	int rc = 0;
+
+	memset(&o, 0, sizeof(o));
+	if (opts && opts_size < EACHOBS__OPTIONS_SIZE_0_1)
+		rc = -EINVAL;
+	else if (opts && !zero_from(opts, sizeof(o), opts_size))
+		rc = -E2BIG;
+	if (rc < 0) {
+		if (itp)
+			*itp = NULL;
+		return rc;
+	}
+	if (opts)
+		memcpy(&o, opts, min_size(opts_size, sizeof(o)));
+	return eachobs__parallel(itp, data, &o);
+}
+
+int eachobs_get_stats_sized(const eachobs_iter *it, eachobs_stats *st,
+			    size_t size)
+{
+	eachobs_stats s;
+
+	if (!it || !st || size < EACHOBS__STATS_SIZE_0_1)
+		return -EINVAL;
+	eachobs__get_stats(it, &s);
+	memcpy(st, &s, min_size(size, sizeof(s)));
+	if (size > sizeof(s))
+		memset((unsigned char *)st + sizeof(s), 0, size - sizeof(s));
+	return 0;
+}
+
+/*
+ * The 0.1 entry points, still exported: a binary built against the 0.1
+ * header calls them with structs of the 0.1 size. Programs built against
+ * this header call the _sized functions through inline wrappers instead.
+ */
+int eachobs_parallel(eachobs_iter **itp, const eachobs_dataset *data,
+		     const eachobs_options *opts)
+{
+	return eachobs_parallel_sized(itp, data, opts,
+				      EACHOBS__OPTIONS_SIZE_0_1);
+}
+
+int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st)
+{
+	return eachobs_get_stats_sized(it, st, EACHOBS__STATS_SIZE_0_1);
+}
+
+unsigned eachobs_version(void)
+{
+	return EACHOBS_VERSION_HEX;
+}
+
+const char *eachobs_version_string(void)
+{
+	return XSTR(EACHOBS_VERSION_MAJOR) "." XSTR(EACHOBS_VERSION_MINOR) "."
+		XSTR(EACHOBS_VERSION_PATCH);
+}

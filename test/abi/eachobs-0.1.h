@@ -1,0 +1,749 @@
+/*
+ * eachobs: load a dataset's observations in parallel, on threads, into
+ * preallocated slots that the consumer reads in place.
+ *
+ * Overview
+ * --------
+ * A dataset is a small vtable (eachobs_dataset): numobs() says how many
+ * observations there are, getobs() writes observation idx into a slot of
+ * obs_size bytes that the library owns. eachobs_parallel() calls numobs()
+ * once, allocates every slot it will ever use and starts the worker threads;
+ * eachobs_next() yields one loaded observation at a time; eachobs_close()
+ * stops the iteration at any point and frees everything.
+ *
+ *     eachobs_iter *it;
+ *     int rc = eachobs_parallel(&it, &data, &(eachobs_options){ .nthreads = 8 });
+ *     if (rc < 0) return rc;
+ *     const void *obs; size_t idx;
+ *     while ((rc = eachobs_next(it, &obs, &idx)) == 1)
+ *             train_on(obs);
+ *     eachobs_close(it);       // rc is 0 at the end, < 0 on error
+ *
+ * Ownership and lifetime
+ * ----------------------
+ * A slot is written exactly once per observation, by the thread that runs
+ * getobs for it, and then read in place by the consumer: there is no copy
+ * between getobs and the caller of eachobs_next(). The pointer that
+ * eachobs_next() yields stays valid and its bytes stay unchanged until the
+ * next eachobs_next() or eachobs_close() on the same iterator; after that the
+ * library may hand the slot to another getobs call. Copy what must outlive
+ * that.
+ *
+ * Memory is fixed at start: the iterator allocates
+ * buffersize + workers + 1 slots (workers <= nthreads: no more threads
+ * start than there are tasks) and nothing that grows with the number of
+ * observations, so an iterator over 2^40 observations starts as fast as one
+ * over ten. At most buffersize loaded observations wait in the hand-off
+ * buffer; every worker holds at most one more (being loaded, or loaded and
+ * waiting for room); the consumer holds at most one (yielded, or being
+ * loaded by the consumer itself under EACHOBS_THREADED).
+ *
+ * Threading
+ * ---------
+ * Each iterator has exactly one consumer: eachobs_next() and eachobs_close()
+ * on one iterator must not run concurrently, but they may be called from
+ * different threads one after the other. Any number of iterators may exist
+ * at once; they share nothing. getobs() is called concurrently from several
+ * threads (for different indices), and with EACHOBS_THREADED also from the
+ * consumer's thread, inside eachobs_next(). numobs() is called once, on the
+ * thread that calls eachobs_parallel().
+ *
+ * Waiting
+ * -------
+ * No thread spins for long: a worker that finds the buffer full, and a
+ * consumer that finds it empty, spin for a few microseconds and then sleep
+ * on a futex. The consumer is woken by the first observation that is
+ * ready; workers blocked on a full buffer are woken when half of it is free
+ * again (or, with a buffer of less than two slots per worker, one per free
+ * slot). A slow consumer leaves the workers asleep; a slow dataset leaves
+ * the consumer asleep.
+ *
+ * Errors
+ * ------
+ * Every function that can fail returns 0 (or 1 for "an item") or a negative
+ * errno value; nothing is reported through the global errno. Codes that
+ * getobs() returns are passed through unchanged. eachobs_strerror() names
+ * every code.
+ */
+#ifndef EACHOBS_H
+#define EACHOBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(EACHOBS_BUILDING) && defined(__GNUC__)
+#define EACHOBS_API __attribute__((visibility("default")))
+#else
+#define EACHOBS_API
+#endif
+
+/**
+ * A dataset: what the library needs to load observation idx.
+ *
+ * The library never copies or frees ctx; it must stay valid until
+ * eachobs_close() returns.
+ */
+typedef struct eachobs_dataset {
+	/** Passed to both callbacks. */
+	void *ctx;
+	/**
+	 * The number of observations. Called exactly once, inside
+	 * eachobs_parallel(), on the caller's thread. Required.
+	 */
+	size_t (*numobs)(void *ctx);
+	/**
+	 * Write observation idx into obs, which points to obs_size bytes owned by
+	 * the library (aligned to 64 bytes; NULL-free even when obs_size is 0;
+	 * inside a batch, obs is the observation's place obs_size bytes after
+	 * the previous one, so it is only as aligned as obs_size allows).
+	 * Called exactly once for every position of the iteration order: by
+	 * default every idx in [0, n) once; with a sampler (indices, shards)
+	 * once per visit, so an index listed twice is loaded twice. Calls stop
+	 * early on close or error. Calls for different indices run concurrently on
+	 * different threads, so getobs must be thread-safe for distinct indices.
+	 * Return 0 on success or a negative code; the first failure (in
+	 * iteration order when ordered) is reported by eachobs_next() with its
+	 * index. A
+	 * positive return value breaks this contract and is reported as -ERANGE.
+	 * Required.
+	 */
+	int (*getobs)(void *ctx, size_t idx, void *obs);
+	/** Bytes of one observation slot; 0 is allowed (index-only datasets). */
+	size_t obs_size;
+} eachobs_dataset;
+
+/** Who runs getobs(). */
+typedef enum eachobs_executor {
+	/**
+	 * Worker threads, and the consumer helps: an eachobs_next() that finds
+	 * nothing ready runs a pending getobs() itself instead of sleeping (like
+	 * Julia's ThreadedEx). Best when the consumer has nothing else to do.
+	 * The consumer counts as a loader: with a CPU-bound getobs, nthreads =
+	 * CPUs - 1 keeps the busy threads at the number of cores (the image
+	 * pipeline measured about 6% faster so).
+	 */
+	EACHOBS_THREADED = 0,
+	/**
+	 * Worker threads only: the consumer's thread never runs getobs(), so the
+	 * training thread stays free (DataLoaders.jl's useprimary=false).
+	 */
+	EACHOBS_BACKGROUND,
+	/**
+	 * No threads: getobs() runs inside eachobs_next(), in index order, one
+	 * slot in all (for debugging, like PyTorch's num_workers=0). nthreads
+	 * (beyond the EACHOBS_MAX_THREADS check every executor makes),
+	 * basesize, oversubscription, buffersize, stack_size, worker_cpus,
+	 * worker_nice, pool and ordered are ignored; hold still applies.
+	 */
+	EACHOBS_SERIAL,
+} eachobs_executor;
+
+/** What a failing getobs() does to the iteration. */
+typedef enum eachobs_on_error {
+	/**
+	 * Stop: eachobs_next() returns the failure's code (in ordered mode
+	 * after every lower index) and keeps returning it. The default.
+	 */
+	EACHOBS_ON_ERROR_STOP = 0,
+	/**
+	 * Skip: the observation is left out and the iteration goes on (one
+	 * corrupt sample does not end a multi-day run). Ordered output stays
+	 * ordered. eachobs_failures() counts the skipped observations and
+	 * keeps the first EACHOBS_FAILURES_KEPT with their codes.
+	 */
+	EACHOBS_ON_ERROR_SKIP,
+} eachobs_on_error;
+
+/** A set of persistent worker threads that iterators borrow; opaque. */
+typedef struct eachobs_pool eachobs_pool;
+
+/**
+ * Options. All-zero (or a NULL pointer) means every default; use designated
+ * initializers: `eachobs_options o = { .nthreads = 8, .ordered = true };`
+ */
+typedef struct eachobs_options {
+	/**
+	 * Worker threads. 0: the number of online CPUs. At most
+	 * EACHOBS_MAX_THREADS. Fewer are started when there are fewer tasks
+	 * than threads.
+	 */
+	unsigned nthreads;
+	/**
+	 * Observations per task: the unit in which work is split among the
+	 * workers and stolen. 0: derived,
+	 * ceil(n / (oversubscription * nthreads)). Unordered, worker j
+	 * starts with the j-th run of whole tasks and idle workers steal half
+	 * of the busiest worker's remaining tasks; a worker takes the indices
+	 * of its own deque one at a time, so none is kept from a thief. In
+	 * ordered mode a worker claims at most
+	 * max(1, buffersize / (2 * nthreads)) indices at a time so that the
+	 * reorder window stays full (see `ordered`).
+	 */
+	size_t basesize;
+	/**
+	 * Tasks per thread when basesize is 0. 0: the default,
+	 * EACHOBS_DEFAULT_OVERSUBSCRIPTION (8, as FoldsThreads.jl suggests:
+	 * enough tasks that a slow one does not leave the others idle).
+	 */
+	unsigned oversubscription;
+	/**
+	 * Loaded observations (batches, when batched) that may wait for the
+	 * consumer. 0: the default, the largest of
+	 * EACHOBS_DEFAULT_BUFFER_MIN, EACHOBS_DEFAULT_BUFFER_PER_THREAD *
+	 * nthreads, and as many as fit EACHOBS_DEFAULT_BUFFER_BYTES (at most
+	 * EACHOBS_DEFAULT_BUFFER_MAX); batched, the same with
+	 * EACHOBS_DEFAULT_BATCH_BUFFER_MIN and
+	 * EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD, counting batches and
+	 * their bytes (large batches stay at 2 per thread). Memory used
+	 * for slots is (buffersize + nthreads + 1) * obs_size, rounded up to
+	 * 64 bytes each. Why the byte rule: with cheap getobs calls the
+	 * buffer's size sets how often loaders and consumer sleep and wake
+	 * (each wake-up a futex call): no-op getobs, 8-byte observations,
+	 * P = 2, BACKGROUND, items/s: buffersize 16: 1.0 M, 64: 2.8 M,
+	 * 256: 7.0 M; 256 slots of 8 bytes cost 16 KiB.
+	 * Why 4 per thread: with a buffer smaller than the number of threads,
+	 * loaders wait for the consumer to wake up; measured on 2 cores,
+	 * TimeDataset n = 10000, t = 10 us, 16 threads, BACKGROUND, median of
+	 * 7, unordered: buffersize 1: 280 ms, 8: 122 ms, 16: 78 ms,
+	 * 64: 76 ms, 256: 89 ms; ordered: 1: 204 ms, 16: 124 ms, 32: 86 ms,
+	 * 64: 87 ms, 256: 83 ms. Below 2 per thread the loaders also lose
+	 * the wake-up hysteresis (see Waiting, above).
+	 */
+	size_t buffersize;
+	/** Who runs getobs(); EACHOBS_THREADED by default. */
+	eachobs_executor executor;
+	/**
+	 * Yield in iteration order: increasing index order by default, the
+	 * sampler's order with indices, shuffle or shards (positions below).
+	 * Workers then take positions from one shared counter in order
+	 * instead of stealing ranges, and the buffersize + nthreads + 1 slots
+	 * form a reorder window: position i may be loaded once position
+	 * i - (buffersize + nthreads + 1) has been released by the consumer,
+	 * so memory stays bounded and the position the consumer waits for is
+	 * always being loaded. A slow observation holds up the window
+	 * behind it; with many more threads than cores, raise buffersize
+	 * (eachobs_get_stats: max_waiting at the window size).
+	 */
+	bool ordered;
+	/**
+	 * Stack size of each worker thread, in bytes. 0: the default,
+	 * EACHOBS_DEFAULT_STACK_SIZE (2 MiB, as Rust's threads use). Not the
+	 * system's 8 MiB because creating a thread with an 8 MiB stack took
+	 * ~90 us here against ~25 us at 2 MiB: 16 threads started in 1.4 ms
+	 * instead of 0.4 ms, and that time is paid before the first item.
+	 * Raise it if getobs needs deep recursion or large arrays on the
+	 * stack; below PTHREAD_STACK_MIN is -EINVAL.
+	 */
+	size_t stack_size;
+	/** What a failing getobs() does; EACHOBS_ON_ERROR_STOP by default. */
+	eachobs_on_error on_error;
+	/**
+	 * Keeping the workers off the training thread's core. An in-process
+	 * loader competes with the training thread for cores (Meta's SPDL
+	 * measured training at half speed until the loader was kept off the
+	 * trainer's core); use these with EACHOBS_BACKGROUND when the consumer
+	 * thread does heavy work of its own.
+	 *
+	 * worker_cpus: NULL, or nworker_cpus CPU numbers the worker threads
+	 * may run on (for example every CPU but the one the training thread
+	 * is pinned to). Each must be below EACHOBS_MAX_CPU; one the system
+	 * cannot use gives -EAGAIN at start. nworker_cpus = 0 means no
+	 * restriction.
+	 */
+	const unsigned *worker_cpus;
+	/** The number of entries in worker_cpus; 0: no restriction. */
+	unsigned nworker_cpus;
+	/**
+	 * 0: workers run at the caller's scheduling priority. 1..19: workers
+	 * run at this nice value, so that when they and the training thread
+	 * both want a core the training thread wins, while idle cores still
+	 * go to the workers. Other values: -EINVAL.
+	 */
+	int worker_nice;
+	/**
+	 * 0: single observations, through eachobs_next(). > 0: batches of
+	 * this many observations, through eachobs_next_batch(). Batch k holds
+	 * the observations at positions [k * batchsize, (k + 1) * batchsize)
+	 * of the iteration order, in that order, obs_size bytes apart in one
+	 * contiguous buffer; each getobs() writes straight into its place
+	 * there (no copy after getobs). Unordered, whole batches are yielded
+	 * as they complete; ordered, in order. A batch is the unit of
+	 * buffersize, hold and memory: the iterator allocates
+	 * buffersize + workers + max(1, hold) batch buffers. Workers that
+	 * have no batch of their own left help fill the others', so a few
+	 * large batches still keep every thread busy, and nthreads is not
+	 * capped by the number of batches. basesize stays in observations
+	 * (rounded up to whole batches). At most EACHOBS_MAX_BATCHSIZE.
+	 */
+	size_t batchsize;
+	/**
+	 * Drop what does not divide evenly. With batchsize > 0: a final
+	 * batch smaller than batchsize (its observations are never loaded).
+	 * With shard_count > 1: the order is truncated to a multiple of
+	 * shard_count instead of padded (see shard_index); batches are then
+	 * cut from the shard.
+	 */
+	bool drop_last;
+	/**
+	 * 0: what eachobs_next() / eachobs_next_batch() yields is valid until
+	 * the next such call or eachobs_close(). K > 0: up to K yielded items
+	 * (observations, or batches) stay valid, unchanged, until
+	 * eachobs_release() gives each back, in any order; the next call with
+	 * K held returns -ENOBUFS (and iteration goes on once one is
+	 * released). Memory becomes buffersize + workers + K items. In ordered
+	 * mode a held item does not hold up the reorder window: the iterator
+	 * swaps in one of K spare buffers as it yields (no copy). At most
+	 * EACHOBS_MAX_SLOTS. A getobs() that itself returns -ENOBUFS is
+	 * passed through like any code (and sticks): a caller whose getobs
+	 * can return it tells the two apart by releasing an item and calling
+	 * again.
+	 */
+	unsigned hold;
+	/**
+	 * NULL: the iterator creates its worker threads and joins them at
+	 * close. Else a pool (eachobs_pool_create()) whose idle threads the
+	 * iterator borrows as workers and gives back at close, so epoch after
+	 * epoch starts without creating threads. nthreads 0 then means the
+	 * pool's size. When fewer threads are idle than the iterator has
+	 * workers (another iterator holds them), it creates its own for the
+	 * rest instead of waiting, so iterators sharing a pool never wait for
+	 * each other. Borrowed threads keep the pool's stack size (the
+	 * default), CPUs and priority: stack_size, worker_cpus and worker_nice
+	 * apply only to threads the iterator creates. The pool must outlive
+	 * the iterator.
+	 */
+	eachobs_pool *pool;
+	/**
+	 * Samplers, shuffling and shards. The "order" is the sequence of
+	 * dataset indices one pass visits: indices[0 .. nindices) when
+	 * indices is set, else 0 .. n-1; call its length L. shuffle permutes
+	 * the order, then sharding keeps one shard of it. Whatever the
+	 * sampler, eachobs_next() yields the dataset index in *idx, and
+	 * `ordered` means in this order (after shuffling and sharding), not
+	 * in increasing index order.
+	 *
+	 * indices: NULL means the order 0 .. n-1. Otherwise the dataset
+	 * indices to visit, in this order; repeats are allowed (each visit is
+	 * its own getobs call). The array is not copied and must stay valid
+	 * and unchanged until eachobs_close() returns. An entry >= n gives
+	 * -EINVAL at start (checked in O(nindices)); NULL with nindices > 0
+	 * gives -EINVAL.
+	 */
+	const size_t *indices;
+	/** Entries in indices; 0 with indices set: an empty order. */
+	size_t nindices;
+	/**
+	 * false: visit the order as it is. true: visit a permutation of it
+	 * that depends only on (the order, seed, epoch): the same on every
+	 * machine, for every nthreads and executor; different from epoch to
+	 * epoch. It needs no memory that grows with L (a keyed bijection of
+	 * [0, L) computed per position), so L may be 2^40 or more.
+	 */
+	bool shuffle;
+	/** Shuffle key; 0 is a seed like any other. Ignored unless shuffle. */
+	unsigned long long seed;
+	/**
+	 * The pass number: bump it each epoch for a fresh permutation with
+	 * the same seed. 0 is an epoch like any other. Ignored unless
+	 * shuffle.
+	 */
+	unsigned long long epoch;
+	/**
+	 * The shard this iteration visits; 0: the first (and, with
+	 * shard_count 0 or 1, the only one).
+	 *
+	 * Shards for distributed training, as PyTorch's DistributedSampler
+	 * makes them: with shard_count > 1 the (shuffled) order is dealt out
+	 * to shard_count shards of equal length, shard s taking positions
+	 * s, s + shard_count, s + 2 * shard_count, ..., and this iteration
+	 * visits shard shard_index only. Every shard has ceil(L / shard_count)
+	 * positions: the order is padded by wrapping around to its start
+	 * (repeatedly when L < shard_count; L = 0 gives empty shards). With
+	 * drop_last it is truncated instead, and every shard has
+	 * floor(L / shard_count). Shards are disjoint apart from the padding;
+	 * under shuffle they change from epoch to epoch. shard_index >=
+	 * shard_count gives -EINVAL when shard_count > 1; otherwise it is
+	 * ignored.
+	 */
+	unsigned shard_index;
+	/** Shards in all; 0 or 1: no sharding. */
+	unsigned shard_count;
+} eachobs_options;
+
+/** CPU numbers in eachobs_options.worker_cpus must be below this. */
+#define EACHOBS_MAX_CPU 1024u
+
+/** Upper bound on eachobs_options.nthreads. */
+#define EACHOBS_MAX_THREADS 1024u
+/** Upper bound on buffersize + nthreads + 1. */
+#define EACHOBS_MAX_SLOTS (1u << 24)
+/** Default tasks per thread when basesize is derived. */
+#define EACHOBS_DEFAULT_OVERSUBSCRIPTION 8u
+/** Default buffersize: at least this many ... */
+#define EACHOBS_DEFAULT_BUFFER_MIN 16u
+/** ... and this many per worker thread ... */
+#define EACHOBS_DEFAULT_BUFFER_PER_THREAD 4u
+/** ... and, for small observations, as many as fit this many bytes ... */
+#define EACHOBS_DEFAULT_BUFFER_BYTES ((size_t)256 << 10)
+/** ... up to this many. */
+#define EACHOBS_DEFAULT_BUFFER_MAX 256u
+/**
+ * Default buffersize with batches: at least this many batches ... (a batch
+ * of 64 images of 224 x 224 x 3 floats is 38 MB, so the unbatched default
+ * of 4 per thread would cost gigabytes; 2 per worker is PyTorch's
+ * prefetch_factor and still leaves the loaders half a buffer of slack).
+ */
+#define EACHOBS_DEFAULT_BATCH_BUFFER_MIN 2u
+/** ... and this many per worker thread. */
+#define EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD 2u
+/** Upper bound on eachobs_options.batchsize. */
+#define EACHOBS_MAX_BATCHSIZE ((size_t)1 << 31)
+
+/** Failures eachobs_failures() keeps (the first ones, in yield order). */
+#define EACHOBS_FAILURES_KEPT 16u
+
+/** A getobs() failure that was skipped. */
+typedef struct eachobs_failure {
+	size_t idx; /**< the observation's index */
+	int code;   /**< what its getobs() returned (-ERANGE if positive) */
+} eachobs_failure;
+
+/** Default worker stack size (see eachobs_options.stack_size). */
+#define EACHOBS_DEFAULT_STACK_SIZE ((size_t)2 << 20)
+
+/** An iterator; opaque. */
+typedef struct eachobs_iter eachobs_iter;
+
+/**
+ * Create a pool of nthreads persistent worker threads, asleep until an
+ * iterator borrows them (eachobs_options.pool).
+ *
+ * @param pool      receives the pool; NULL on failure.
+ * @param nthreads  1 .. EACHOBS_MAX_THREADS.
+ * @return 0; -EINVAL when pool is NULL or nthreads is 0 or above
+ *   EACHOBS_MAX_THREADS; -ENOMEM; -EAGAIN when a thread cannot be created
+ *   (the ones started are joined, nothing is left allocated).
+ *
+ * Thread: any. Blocks only to create threads.
+ */
+EACHOBS_API int eachobs_pool_create(eachobs_pool **pool, unsigned nthreads);
+
+/**
+ * Stop and free a pool. Waits until every iterator that uses it has been
+ * closed, then joins its threads.
+ *
+ * @param pool  the pool, or NULL (then nothing happens).
+ *
+ * Thread: any thread that is not the consumer of an open iterator on this
+ * pool (it would wait for itself). Blocks until those iterators close.
+ */
+EACHOBS_API void eachobs_pool_destroy(eachobs_pool *pool);
+
+/**
+ * Start loading a dataset.
+ *
+ * Validates the arguments, calls data->numobs() once, allocates every slot
+ * and starts the worker threads (none for EACHOBS_SERIAL, none when n is 0).
+ * *data is copied; data->ctx must stay valid until eachobs_close().
+ *
+ * @param it    receives the iterator; set to NULL on failure.
+ * @param data  the dataset; numobs and getobs are required.
+ * @param opts  options, or NULL for every default.
+ * @return 0 on success;
+ *   -EINVAL when it, data, data->numobs or data->getobs is NULL, the
+ *           executor or on_error is out of range, nthreads exceeds
+ *           EACHOBS_MAX_THREADS,
+ *           stack_size is non-zero and below PTHREAD_STACK_MIN,
+ *           worker_nice is outside 0..19, a worker_cpus entry is not below
+ *           EACHOBS_MAX_CPU or worker_cpus is NULL with nworker_cpus > 0,
+ *           batchsize exceeds EACHOBS_MAX_BATCHSIZE, hold exceeds
+ *           EACHOBS_MAX_SLOTS, an indices entry is not below n, indices
+ *           is NULL with nindices > 0, shard_index >= shard_count > 1,
+ *           or the slot count or slot memory would overflow
+ *           (buffersize + nthreads + max(1, hold) > EACHOBS_MAX_SLOTS);
+ *   -ENOMEM when an allocation fails;
+ *   -EAGAIN when a thread cannot be created (resource limits, or a
+ *           stack_size the system cannot provide).
+ *   On failure no getobs() has run (numobs() may have), every thread that
+ *   was started has been joined and nothing is left allocated.
+ *
+ * Thread: any. Blocks only to create threads.
+ */
+EACHOBS_API int eachobs_parallel(eachobs_iter **it, const eachobs_dataset *data,
+				 const eachobs_options *opts);
+
+/**
+ * Yield the next loaded observation.
+ *
+ * Gives up the observation yielded by the previous call (its slot may be
+ * reused from now on), then waits until an observation is ready: any one when
+ * unordered, the next index when ordered. Under EACHOBS_THREADED a call that
+ * finds nothing ready loads a pending observation itself; under SERIAL every
+ * call loads one.
+ *
+ * @param it   the iterator.
+ * @param obs  receives a pointer to the observation's obs_size bytes, valid
+ *             and unchanged until the next eachobs_next() or
+ *             eachobs_close(); NULL on end or error. May be NULL.
+ * @param idx  receives the observation's index; on a getobs failure, the
+ *             index that failed; untouched at the end. May be NULL.
+ * @return 1 when an observation was yielded;
+ *   0 once every observation has been yielded, and on every later call;
+ *   c < 0, the code a getobs() returned, after that getobs failed (in
+ *     ordered mode, only after every lower index was yielded); every later
+ *     call returns c again, with *idx set to the same index (under
+ *     EACHOBS_ON_ERROR_SKIP failures are skipped instead: see
+ *     eachobs_failures());
+ *   -ERANGE when a getobs() returned a positive value (a contract breach);
+ *   -EINVAL when it is NULL.
+ *
+ * Thread: the iterator's one consumer at a time. Blocks (sleeping) until an
+ * observation is ready.
+ */
+EACHOBS_API int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx);
+
+/** A batch of observations (eachobs_options.batchsize > 0). */
+typedef struct eachobs_batch {
+	/** count observations, obs_size bytes apart, contiguous; aligned to
+	 *  64 bytes. Valid as eachobs_next()'s observations are (see hold). */
+	void *data;
+	/** Their dataset indices, in batch order. */
+	const size_t *idx;
+	/** batchsize, or fewer for a last partial batch (or when observations
+	 *  were skipped: EACHOBS_ON_ERROR_SKIP). */
+	size_t count;
+	/** Bytes getobs() wrote for each (eachobs_set_length()); obs_size
+	 *  unless it said otherwise. */
+	const size_t *lengths;
+} eachobs_batch;
+
+/**
+ * Yield the next batch (eachobs_options.batchsize > 0).
+ *
+ * Works like eachobs_next(): gives up the previous batch (unless hold > 0),
+ * then waits until a batch is complete: any one when unordered, the next
+ * when ordered. Under EACHOBS_THREADED the caller helps load while it
+ * would otherwise wait. The observations were written by getobs() in
+ * place: batch->data is read where they were loaded.
+ *
+ * A failing getobs() fails the batch it belongs to: in ordered mode after
+ * every earlier batch was yielded. Under EACHOBS_ON_ERROR_SKIP the failed
+ * observations are left out instead: the rest of the batch moves down over
+ * them (the only case where the library moves observation bytes) and count
+ * shrinks; a batch whose every observation failed is skipped.
+ *
+ * @param it     the iterator.
+ * @param batch  receives the batch. At the end and on errors: data and
+ *               lengths NULL, count 0, and idx NULL, except on a getobs()
+ *               failure, where idx points to the one failed index.
+ * @return 1 when a batch was yielded; 0 once every batch has been yielded
+ *   (also with batches held); c < 0, a getobs() failure's code, sticky as
+ *   in eachobs_next(); -ENOBUFS when hold batches are held (not sticky:
+ *   release one and call again); -EINVAL when it or batch is NULL or the
+ *   iterator is not batched.
+ *
+ * Thread: the iterator's one consumer. Blocks (sleeping) until a batch is
+ * complete.
+ */
+EACHOBS_API int eachobs_next_batch(eachobs_iter *it, eachobs_batch *batch);
+
+/**
+ * Give back an item yielded while eachobs_options.hold > 0.
+ *
+ * @param it    the iterator.
+ * @param data  the observation pointer eachobs_next() yielded, or the
+ *              batch's data pointer; items may be released in any order.
+ * @return 0; -EINVAL when it or data is NULL, hold is 0, or data is not a
+ *   held item (never yielded, or released already). The item's memory may
+ *   be reused from then on.
+ *
+ * Thread: the iterator's consumer. Never blocks. O(hold).
+ */
+EACHOBS_API int eachobs_release(eachobs_iter *it, const void *data);
+
+/**
+ * Inside getobs(): say how many bytes of the obs_size slot this
+ * observation really uses, for variable-length observations (token
+ * sequences, records). obs_size is then the maximum. The consumer reads it
+ * from eachobs_batch.lengths or eachobs_obs_length(). Without a call the
+ * length is obs_size; the last call wins.
+ *
+ * @param nbytes  at most the dataset's obs_size.
+ * @return 0; -EINVAL when nbytes > obs_size or when not called from inside
+ *   a getobs() that eachobs runs.
+ *
+ * Thread: the thread running getobs(). Never blocks.
+ */
+EACHOBS_API int eachobs_set_length(size_t nbytes);
+
+/**
+ * The length (eachobs_set_length()) of an observation eachobs_next()
+ * yielded and that is still valid.
+ *
+ * @return 0 with *len set; -EINVAL when it, obs or len is NULL, or obs is
+ *   not a currently valid observation of it.
+ *
+ * Thread: the iterator's consumer. Never blocks.
+ */
+EACHOBS_API int eachobs_obs_length(const eachobs_iter *it, const void *obs,
+				   size_t *len);
+
+/**
+ * Stop and free an iterator.
+ *
+ * Works at any point: before anything was consumed, mid-way, after the end,
+ * after an error. Close tells the workers to take no new index, waits for
+ * the getobs() calls in progress (so it returns within about one getobs
+ * duration), joins every thread and frees every slot. No getobs() runs
+ * after it returns. Pointers yielded by eachobs_next() are invalid
+ * afterwards.
+ *
+ * @param it  the iterator, or NULL (then nothing happens).
+ *
+ * Thread: the iterator's consumer. Blocks until running getobs() calls end.
+ */
+EACHOBS_API void eachobs_close(eachobs_iter *it);
+
+/**
+ * What an iterator has done so far, to tell where time goes: is the
+ * loader the bottleneck, or the training loop?
+ *
+ * Reading it: consumer_wait_ns against the consumer's own time between
+ * eachobs_next calls says how much the training loop waited for data
+ * ("the consumer waited 3% of the time: the loader keeps up"; 40%: add
+ * threads or make getobs cheaper). worker_idle_ns against nworkers times
+ * the elapsed time says how much loading capacity sat unused, mostly
+ * because the buffer was full (the consumer is the bottleneck: fewer
+ * threads would do) or, at the end, for want of work. max_waiting near
+ * buffersize also means the consumer is the bottleneck.
+ *
+ * Costs: two clock reads per getobs, or per run of up to 16 cheap ones
+ * (under 2 us each), and one per wait that sleeps.
+ */
+typedef struct eachobs_stats {
+	/** Observations yielded (single, or in batches). */
+	unsigned long long yielded;
+	unsigned long long batches;  /**< batches eachobs_next_batch returned */
+	unsigned long long skipped;  /**< failures skipped (on_error = SKIP) */
+	unsigned long long loaded;   /**< getobs calls that returned, any thread */
+	/** Of those, on the consumer's thread (THREADED helping, SERIAL). */
+	unsigned long long loaded_by_consumer;
+	/** Time eachobs_next spent waiting for an observation (spinning or
+	 *  asleep). */
+	unsigned long long consumer_wait_ns;
+	/** Time eachobs_next spent inside getobs (THREADED helping, SERIAL). */
+	unsigned long long consumer_getobs_ns;
+	/** Summed over workers: time inside getobs. */
+	unsigned long long worker_getobs_ns;
+	/** Summed over workers: time waiting for room in the buffer, for a
+	 *  slot, for the start, or looking for work to steal. */
+	unsigned long long worker_idle_ns;
+	/** Successful steals by idle workers (unordered). */
+	unsigned long long steals;
+	/** The most loaded observations seen waiting for the consumer when it
+	 *  took one (unordered: in the buffer; ordered: loaded or being
+	 *  loaded ahead of it in the reorder window, at most
+	 *  buffersize + nthreads). */
+	size_t max_waiting;
+	unsigned nworkers; /**< worker threads started */
+} eachobs_stats;
+
+/**
+ * Fill *st with what the iterator has done so far.
+ *
+ * Worker figures are read while the workers run: each is exact for what
+ * has finished and may miss the getobs calls in progress (a run of cheap
+ * ones counts when the whole run has).
+ *
+ * @return 0, or -EINVAL when it or st is NULL.
+ *
+ * Thread: the iterator's consumer (like eachobs_next). Never blocks.
+ */
+EACHOBS_API int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st);
+
+/**
+ * The failures skipped so far (eachobs_options.on_error =
+ * EACHOBS_ON_ERROR_SKIP).
+ *
+ * A failure counts once the iteration has passed it: unordered, when
+ * eachobs_next() took it instead of an observation; ordered, when every
+ * lower index was yielded.
+ *
+ * @param it   the iterator; NULL gives 0.
+ * @param out  receives the first min(max, EACHOBS_FAILURES_KEPT) failures,
+ *             in the order the iteration passed them; may be NULL if max
+ *             is 0.
+ * @param max  room in out.
+ * @return how many observations were skipped in all (0 under
+ *   EACHOBS_ON_ERROR_STOP, where the failure is eachobs_next()'s return).
+ *
+ * Thread: the iterator's consumer (like eachobs_next). Never blocks.
+ */
+EACHOBS_API size_t eachobs_failures(const eachobs_iter *it,
+				    eachobs_failure *out, size_t max);
+
+/**
+ * Whether the iterator whose getobs() is running on the calling thread is
+ * being closed.
+ *
+ * A getobs() that can take long (a slow disk, a network fetch, seconds of
+ * decoding) may poll this and return early, with any code: once close has
+ * begun, its result is discarded. eachobs_close() waits for running getobs
+ * calls, so polling is what lets it return promptly instead of after the
+ * slowest one.
+ *
+ * @return true inside a getobs() whose iterator is closing; false inside
+ *   any other getobs() and outside getobs(). Inside a getobs() that itself
+ *   iterates another eachobs iterator, it answers for the innermost one
+ *   whose getobs() is running on this thread.
+ *
+ * Thread: any; never blocks (a thread-local load and an atomic load).
+ */
+EACHOBS_API bool eachobs_cancelled(void);
+
+/**
+ * A seed for observation idx's own random numbers (augmentation), so that
+ * what getobs() draws depends only on (seed, epoch, idx), never on which
+ * thread loads idx, when, or under which executor.
+ *
+ * A pure, well-mixed 64-bit hash: every output bit flips with probability
+ * about 1/2 when any input bit flips, so neighbouring indices and epochs get
+ * unrelated seeds. The same inputs give the same value on every machine and
+ * in every version that does not say otherwise. A getobs() typically seeds
+ * its generator with eachobs_seed(seed, epoch, idx), using the seed and
+ * epoch it was given in eachobs_options.
+ *
+ * @param seed   the run's seed.
+ * @param epoch  the pass number.
+ * @param idx    the dataset index being loaded.
+ * @return the seed; any 64-bit value, 0 included.
+ *
+ * Thread: any; never blocks (a few multiplications).
+ */
+EACHOBS_API unsigned long long eachobs_seed(unsigned long long seed,
+					    unsigned long long epoch,
+					    size_t idx);
+
+/**
+ * A readable message for a code returned by this library or passed through
+ * from getobs().
+ *
+ * @param code  0, 1, or a negative errno value.
+ * @return a static string, never NULL: the library's own wording for the
+ *   codes it returns, the system's description for other negative errno
+ *   values (a getobs that returned -EBADMSG reads "Bad message"), and a
+ *   generic message for anything else.
+ *
+ * Thread: any; never blocks.
+ */
+EACHOBS_API const char *eachobs_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EACHOBS_H */
