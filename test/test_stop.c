@@ -1,0 +1,252 @@
+/*
+ * Stopping on time, and starting on time, with batches as with single
+ * observations: once eachobs_close begins no getobs starts (also not the
+ * next observation of a batch being filled); after a failure under STOP the
+ * threads stop at the next getobs boundary; and with a slow getobs the
+ * threads fill the first batch together. Each promise is checked over
+ * every executor, ordered and not, single observations and batches, with
+ * and without hold, on a pool and not. No timing is asserted: the checks
+ * count getobs calls and threads.
+ */
+#define _GNU_SOURCE
+#include "eachobs.h"
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(stop, .init = deadline, .timeout = 60);
+
+#define FAIL_NONE SIZE_MAX
+
+struct slowds {
+	size_t n;
+	unsigned sleep_us;
+	size_t fail_idx;           /* FAIL_NONE, or the index that fails */
+	atomic_bool failed;        /* its getobs is about to return */
+	atomic_long after_close;   /* getobs calls begun once close began */
+	atomic_long after_failure; /* getobs calls begun once it failed */
+	atomic_long calls;
+	pthread_t *thread_of;      /* per index: the thread that loaded it */
+};
+
+static size_t slow_numobs(void *ctx)
+{
+	return ((struct slowds *)ctx)->n;
+}
+
+static int slow_getobs(void *ctx, size_t idx, void *obs)
+{
+	struct slowds *d = ctx;
+
+	if (eachobs_cancelled())
+		atomic_fetch_add(&d->after_close, 1);
+	if (atomic_load(&d->failed))
+		atomic_fetch_add(&d->after_failure, 1);
+	atomic_fetch_add(&d->calls, 1);
+	if (d->thread_of)
+		d->thread_of[idx] = pthread_self();
+	memcpy(obs, &idx, sizeof(idx));
+	sleep_us(d->sleep_us);
+	if (idx == d->fail_idx) {
+		atomic_store(&d->failed, true);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* One point of the option space. */
+struct point {
+	eachobs_executor ex;
+	bool ordered;
+	size_t batchsize;
+	unsigned hold;
+	bool pool;
+};
+
+static void describe(const struct point *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s batch %zu hold %u%s", executor_name(p->ex),
+		 p->ordered ? " ordered" : "", p->batchsize, p->hold,
+		 p->pool ? " pool" : "");
+}
+
+/* Call f for every point: executors x ordered x batchsize x hold x pool. */
+static void for_each_point(void (*f)(const struct point *, eachobs_pool *))
+{
+	static const size_t sizes[] = { 0, 16, 64 };
+	eachobs_pool *pool;
+
+	cr_assert_eq(eachobs_pool_create(&pool, 4), 0);
+	for (size_t e = 0; e < NEXECUTORS; e++)
+		for (int o = 0; o < 2; o++)
+			for (size_t s = 0; s < 3; s++)
+				for (unsigned h = 0; h <= 2; h += 2)
+					for (int pl = 0; pl < 2; pl++) {
+						struct point p = {
+							executors[e], o,
+							sizes[s], h, pl };
+						f(&p, pool);
+					}
+	eachobs_pool_destroy(pool);
+}
+
+static eachobs_iter *start(struct slowds *d, const struct point *p,
+			   eachobs_pool *pool)
+{
+	eachobs_dataset data = { d, slow_numobs, slow_getobs, sizeof(size_t) };
+	eachobs_options o = { .nthreads = 4, .executor = p->ex,
+			      .ordered = p->ordered, .batchsize = p->batchsize,
+			      .hold = p->hold, .pool = p->pool ? pool : NULL };
+	eachobs_iter *it;
+
+	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
+	return it;
+}
+
+/* One item: 1, 0 or a code; releases it when held. */
+static int next_item(eachobs_iter *it, const struct point *p, size_t *idx)
+{
+	int rc;
+
+	if (p->batchsize) {
+		eachobs_batch b;
+		rc = eachobs_next_batch(it, &b);
+		if (rc == 1 || (rc < 0 && b.idx))
+			*idx = b.idx[0];
+		if (rc == 1 && p->hold)
+			cr_assert_eq(eachobs_release(it, b.data), 0);
+		return rc;
+	}
+	const void *obs;
+	rc = eachobs_next(it, &obs, idx);
+	if (rc == 1 && p->hold)
+		cr_assert_eq(eachobs_release(it, obs), 0);
+	return rc;
+}
+
+static void close_mid_batch(const struct point *p, eachobs_pool *pool)
+{
+	struct slowds d = { .n = 4 * 64 * 4, .sleep_us = 2000,
+			    .fail_idx = FAIL_NONE };
+	char what[96];
+	size_t idx;
+
+	describe(p, what, sizeof(what));
+	eachobs_iter *it = start(&d, p, pool);
+	cr_assert_eq(next_item(it, p, &idx), 1, "%s: first item", what);
+	eachobs_close(it);
+	cr_assert_eq(atomic_load(&d.after_close), 0,
+		     "%s: %ld getobs calls began after eachobs_close began",
+		     what, atomic_load(&d.after_close));
+}
+
+Test(stop, close_starts_no_getobs_at_any_batchsize)
+{
+	for_each_point(close_mid_batch);
+}
+
+/*
+ * After the failing getobs returned, each thread may be about to start one
+ * more (it looked before the failure was known), but no more than that:
+ * unordered, no getobs at all is needed any more; ordered, none past the
+ * failed unit (counted here for unordered only, and checked ordered by
+ * the error being the right one and arriving).
+ */
+static void stop_after_failure(const struct point *p, eachobs_pool *pool)
+{
+	size_t bs = p->batchsize ? p->batchsize : 1;
+	struct slowds d = { .n = 4 * 64 * 4, .sleep_us = 1000,
+			    .fail_idx = 3 * bs + 1 };
+	char what[96];
+	size_t idx = 0;
+	int rc;
+
+	if (d.fail_idx >= d.n)
+		d.fail_idx = d.n / 2;
+	describe(p, what, sizeof(what));
+	eachobs_iter *it = start(&d, p, pool);
+	while ((rc = next_item(it, p, &idx)) == 1)
+		;
+	cr_assert_eq(rc, -EIO, "%s: returned %d, not the failure", what, rc);
+	cr_assert_eq(idx, d.fail_idx, "%s: failed index %zu, not %zu", what,
+		     idx, d.fail_idx);
+	cr_assert_eq(next_item(it, p, &idx), -EIO, "%s: not sticky", what);
+	eachobs_close(it);
+	if (!p->ordered)
+		cr_assert_leq(atomic_load(&d.after_failure), 4 + 1,
+			      "%s: %ld getobs calls began after the failure "
+			      "(4 workers and the consumer)",
+			      what, atomic_load(&d.after_failure));
+}
+
+Test(stop, a_failure_stops_loading_at_the_next_getobs)
+{
+	for_each_point(stop_after_failure);
+}
+
+/* Ordered: every batch before the failed one is still yielded, complete. */
+Test(stop, ordered_yields_every_batch_before_a_failure)
+{
+	for (size_t e = 0; e < NEXECUTORS; e++) {
+		struct slowds d = { .n = 64 * 8, .sleep_us = 200,
+				    .fail_idx = 5 * 64 + 7 };
+		struct point p = { executors[e], true, 64, 0, false };
+		eachobs_iter *it = start(&d, &p, NULL);
+		eachobs_batch b;
+		size_t k = 0;
+		int rc;
+
+		while ((rc = eachobs_next_batch(it, &b)) == 1) {
+			cr_assert_eq(b.count, 64);
+			for (size_t j = 0; j < b.count; j++)
+				cr_assert_eq(b.idx[j], k * 64 + j);
+			k++;
+		}
+		cr_assert_eq(rc, -EIO);
+		cr_assert_eq(k, 5, "%s: %zu batches before the failed one",
+			     executor_name(executors[e]), k);
+		cr_assert_eq(*b.idx, d.fail_idx);
+		eachobs_close(it);
+	}
+}
+
+/*
+ * With a slow getobs the first batch is filled by the threads together:
+ * its observations were loaded by most of them, where each thread filling
+ * a batch of its own gives one.
+ */
+static void first_batch_together(const struct point *p, eachobs_pool *pool)
+{
+	struct slowds d = { .n = 32 * 16, .sleep_us = 5000,
+			    .fail_idx = FAIL_NONE };
+	struct thread_set ts;
+	char what[96];
+
+	if (p->ex == EACHOBS_SERIAL || p->batchsize == 0)
+		return;
+	describe(p, what, sizeof(what));
+	d.thread_of = calloc(d.n, sizeof(*d.thread_of));
+	cr_assert_not_null(d.thread_of);
+	eachobs_iter *it = start(&d, p, pool);
+	eachobs_batch b;
+	cr_assert_eq(eachobs_next_batch(it, &b), 1);
+	thread_set_init(&ts);
+	for (size_t j = 0; j < b.count; j++)
+		thread_set_add(&ts, d.thread_of[b.idx[j]]);
+	unsigned n = ts.n;
+	thread_set_fini(&ts);
+	eachobs_close(it);
+	free(d.thread_of);
+	cr_assert_geq(n, 3, "%s: the first batch was loaded by %u threads of 4",
+		      what, n);
+}
+
+Test(stop, slow_first_batch_is_filled_by_the_threads_together)
+{
+	for_each_point(first_batch_together);
+}
