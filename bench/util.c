@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-#include <unistd.h>
 
 /* Set once by main before anything can fail; read only after that. */
 static const char *prog_name = "bench";
@@ -27,12 +26,6 @@ void bench_set_name(const char *name, const char *argv0,
 	prog_name = name;
 	prog_argv0 = argv0;
 	prog_usage = usage;
-}
-
-void clear_progress(void)
-{
-	if (isatty(STDERR_FILENO))
-		fputs("\r\033[K", stderr);
 }
 
 static void vmessage(const char *fmt, va_list ap)

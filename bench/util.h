@@ -4,9 +4,10 @@
  * files.
  *
  * Each program calls bench_set_name() once, first thing in main, so that
- * die() and bad_usage() can name it and print its usage. Everything here
- * exits the process on failure: a benchmark that cannot measure has
- * nothing useful to return to.
+ * die() and bad_usage() can name it and print its usage.
+ * Everything here exits the process on failure: a benchmark that cannot
+ * measure has nothing useful to return to. The progress line is
+ * progress.h's.
  */
 #ifndef EACHOBS_BENCH_UTIL_H
 #define EACHOBS_BENCH_UTIL_H
@@ -18,6 +19,8 @@
 #include <stdio.h>
 
 #include <eachobs.h>
+
+#include "progress.h"
 
 #define NS_PER_S 1000000000ull
 #define BENCH_MAX_REPS 1000
@@ -42,10 +45,6 @@ typedef void bench_usage_fn(FILE *f, const char *prog);
  * the usage text, and the usage printer that bad_usage() calls. */
 void bench_set_name(const char *name, const char *argv0,
 		    bench_usage_fn *usage);
-
-/* Leave the progress line (if any) before printing a message, so that the
- * message starts at column 0 on a terminal. */
-void clear_progress(void);
 
 /* Print "name: message" and exit with status 1: a failure at run time. */
 _Noreturn void die(const char *fmt, ...)
