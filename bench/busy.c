@@ -205,7 +205,7 @@ int main(int argc, char **argv)
 	}
 	FILE *csv = open_csv(o.args.csv_path,
 			     "case,executor,P,nice,n,work_us,reps,"
-			     "rate_vs_alone,wait_share");
+			     "rate_vs_alone,wait_share\n");
 	show_progress("calibrating the work loops");
 	uint64_t work = calibrate(o.work_us);
 	uint64_t gburn = calibrate(o.getobs_us);
