@@ -848,12 +848,38 @@ static int run_torch(const struct torch_args *a, double alone_rate)
 	return 0;
 }
 
-static void usage(void)
+/* One line on stderr for a bad command line; more for --help. */
+static int usage(int help)
 {
-	fprintf(stderr,
+	fprintf(help ? stdout : stderr,
 		"usage: example_imagefolder [FOLDER] [--dir D] [--images N] "
 		"[--epochs E] [--step-us U] [--threads T] [--seed S] "
 		"[--check] [--no-torch] [--torch-script PATH] [--python PY]\n");
+	if (help)
+		fputs("\nTimes a JPEG classification pipeline (decode, crop, "
+		      "flip, normalize,\nbatches of 32) under each executor, "
+		      "beside the training step alone\nand PyTorch's "
+		      "DataLoader. Without FOLDER (one sub-folder per class),\n"
+		      "N synthetic images (default 2000) are made once under D "
+		      "(default\n$XDG_CACHE_HOME/eachobs or ~/.cache/eachobs).\n"
+		      "\n"
+		      "  --epochs E   epochs per row (default 1)\n"
+		      "  --step-us U  the training step's cost per batch "
+		      "(default 2000)\n"
+		      "  --threads T  workers of every row (default: the CPUs, "
+		      "minus one where\n"
+		      "               the consumer needs a core)\n"
+		      "  --seed S     the shuffle's and the augmentation's seed "
+		      "(default 2024)\n"
+		      "  --check      also check every image and executor "
+		      "(exits 1 otherwise)\n"
+		      "  --no-torch, --torch-script PATH, --python PY\n"
+		      "               the PyTorch row: skip it, or how to run "
+		      "it\n"
+		      "Ctrl-C stops and prints the partial results "
+		      "(exit status 130).\n",
+		      stdout);
+	return help ? 0 : 2;
 }
 
 int main(int argc, char **argv)
@@ -873,15 +899,16 @@ int main(int argc, char **argv)
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--check")) {
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			return usage(1);
+		} else if (!strcmp(a, "--check")) {
 			check = 1;
 		} else if (!strcmp(a, "--no-torch")) {
 			torch = 0;
 		} else if (a[0] != '-' && !folder_arg) {
 			folder_arg = a;
 		} else if (!v) {
-			usage();
-			return 2;
+			return usage(0);
 		} else if (!strcmp(a, "--dir")) {
 			dir = v, i++;
 		} else if (!strcmp(a, "--images")) {
@@ -899,13 +926,11 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--python")) {
 			python = v, i++;
 		} else {
-			usage();
-			return 2;
+			return usage(0);
 		}
 	}
 	if (nimages == 0 || epochs == 0) {
-		usage();
-		return 2;
+		return usage(0);
 	}
 	if (!folder_arg) {
 		const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
