@@ -164,7 +164,7 @@ static int generate(const char *dir, size_t nimages)
 {
 	char path[4096];
 	struct stat st;
-	int maxw = 320 + 160, rc = -1;
+	int maxw = 320 + 160, rc = -1, tty = isatty(STDERR_FILENO);
 
 	snprintf(path, sizeof path, "%s/.complete", dir);
 	if (stat(path, &st) == 0)
@@ -181,6 +181,8 @@ static int generate(const char *dir, size_t nimages)
 		unsigned char *jpeg = NULL;
 		unsigned long len = 0;
 
+		if (tty && i % 50 == 0) /* a count on a terminal */
+			fprintf(stderr, "\r%zu/%zu", i, nimages);
 		snprintf(path, sizeof path, "%s/c%02zu", dir, i % NCLASSES);
 		if (make_dirs(path) < 0)
 			goto out;
@@ -200,6 +202,8 @@ static int generate(const char *dir, size_t nimages)
 	snprintf(path, sizeof path, "%s/.complete", dir);
 	rc = write_file(path, "", 0);
 out:
+	if (tty)
+		fprintf(stderr, "\r%60s\r", "");
 	if (rc < 0)
 		fprintf(stderr, "cannot generate %s\n", dir);
 	free(rgb);
@@ -815,6 +819,9 @@ static int run_torch(const struct torch_args *a, double alone_rate)
 	snprintf(st, sizeof st, "%.0f", a->step_us);
 	snprintf(sd, sizeof sd, "%llu", a->seed);
 	snprintf(wk, sizeof wk, "%u", a->workers);
+	/* It runs for as long as the rows above, saying nothing. */
+	if (isatty(STDERR_FILENO))
+		fputs("\rtorch-dataloader   running ...", stderr);
 	char *argv[] = { (char *)a->python, (char *)a->script,
 			 (char *)a->folder, "--epochs", ep, "--step-us", st,
 			 "--seed", sd, "--workers", wk, "--raw", NULL };
@@ -834,6 +841,8 @@ static int run_torch(const struct torch_args *a, double alone_rate)
 	else
 		close(fd);
 	int ok = wait_ok(pid) && parsed;
+	if (isatty(STDERR_FILENO))
+		fprintf(stderr, "\r%60s\r", "");
 	if (atomic_load(&interrupted))
 		return 1;
 	if (!ok) {
