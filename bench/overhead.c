@@ -765,6 +765,7 @@ int main(int argc, char **argv)
 			    .csv_path = o.args.csv_path };
 	show_progress("measuring RSS in child processes");
 	measure_rss(rss);
+	clear_progress();
 	print_header(&o);
 	print_table_head();
 	part_rate(&out, &o);
