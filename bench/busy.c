@@ -156,7 +156,7 @@ static void usage(FILE *f, const char *prog)
 		"16) or burns G us of CPU (default 20; P = 1, 2, and 2 with\n"
 		"worker_nice 19). Prints the consumer's work rate beside the\n"
 		"loader over its rate alone (1.00: the loader cost it nothing;\n"
-		"issue 3 asks >= 0.98 of BACKGROUND), median of R runs\n"
+		"BACKGROUND should keep >= 0.98), median of R runs\n"
 		"(default 5) interleaved with the alone runs.\n",
 		prog);
 }
