@@ -141,9 +141,14 @@ int main(int argc, char **argv)
 			/* Untimed: on a fresh VM the first touch of guest memory
 			 * faults in the host too (602 KiB case: 1.9 s first, then
 			 * 0.2-0.4 s), whichever variant comes first. */
+			show_progress("%s P=%u warm-up", cases[c].name,
+				      a.threads[t]);
 			run(&d, a.threads[t], true, &sink);
 			run(&d, a.threads[t], false, &sink);
 			for (unsigned r = 0; r < a.reps; r++) {
+				show_progress("%s P=%u rep %u/%u",
+					      cases[c].name, a.threads[t],
+					      r + 1, a.reps);
 				in[r] = run(&d, a.threads[t], true, &sink);
 				cp[r] = run(&d, a.threads[t], false, &sink);
 			}
@@ -151,9 +156,11 @@ int main(int argc, char **argv)
 			qsort(cp, a.reps, sizeof(cp[0]), cmp_u64);
 			double ri = (double)d.n / ((double)in[a.reps / 2] / 1e3);
 			double rc = (double)d.n / ((double)cp[a.reps / 2] / 1e3);
+			clear_progress();
 			printf("%-8s %9zu %3u %10zu %14.3f %14.3f %8.2f\n",
 			       cases[c].name, d.size, a.threads[t], d.n, ri, rc,
 			       ri / rc);
+			fflush(stdout);
 			if (csv)
 				fprintf(csv, "%s,%zu,%u,%zu,%u,%.4f,%.4f,%.3f\n",
 					cases[c].name, d.size, a.threads[t], d.n,

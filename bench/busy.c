@@ -156,7 +156,7 @@ static void usage(FILE *f, const char *prog)
 		"16) or burns G us of CPU (default 20; P = 1, 2, and 2 with\n"
 		"worker_nice 19). Prints the consumer's work rate beside the\n"
 		"loader over its rate alone (1.00: the loader cost it nothing;\n"
-		"issue 3 asks >= 0.98 of BACKGROUND), median of R runs\n"
+		"BACKGROUND should keep >= 0.98), median of R runs\n"
 		"(default 5) interleaved with the alone runs.\n",
 		prog);
 }
@@ -205,9 +205,11 @@ int main(int argc, char **argv)
 	}
 	FILE *csv = open_csv(o.args.csv_path,
 			     "case,executor,P,nice,n,work_us,reps,"
-			     "rate_vs_alone,wait_share");
+			     "rate_vs_alone,wait_share\n");
+	show_progress("calibrating the work loops");
 	uint64_t work = calibrate(o.work_us);
 	uint64_t gburn = calibrate(o.getobs_us);
+	clear_progress();
 
 	printf("# busy consumer: %u us of work per item, n = %zu, median of "
 	       "%u; 2 CPUs here\n",
@@ -220,7 +222,13 @@ int main(int argc, char **argv)
 				     .sleep_ns = c->cpu ? 0 : 100000,
 				     .burn_iters = c->cpu ? gburn : 0 };
 		for (size_t e = 0; e < 2; e++) {
+			const char *en = exs[e] == EACHOBS_BACKGROUND
+						 ? "background"
+						 : "threaded";
+
 			for (unsigned r = 0; r < o.args.reps; r++) {
+				show_progress("%s %s P=%u rep %u/%u", c->name,
+					      en, c->p, r + 1, o.args.reps);
 				/* Alone and beside, back to back, so both see
 				 * the same machine. */
 				uint64_t alone = run_alone(o.n, work);
@@ -231,11 +239,10 @@ int main(int argc, char **argv)
 			}
 			double m = median(ratio, o.args.reps);
 			double w = median(wait, o.args.reps);
-			const char *en = exs[e] == EACHOBS_BACKGROUND
-						 ? "background"
-						 : "threaded";
+			clear_progress();
 			printf("%-12s %-10s %3u %4d %13.3f %7.1f%%\n", c->name,
 			       en, c->p, c->nice, m, 100 * w);
+			fflush(stdout);
 			if (csv)
 				fprintf(csv, "%s,%s,%u,%d,%zu,%u,%u,%.4f,%.4f\n",
 					c->name, en, c->p, c->nice, o.n,

@@ -275,10 +275,7 @@ static uint64_t median_of(uint64_t *v, unsigned k)
 static void progress(const char *what, unsigned p, const char *ex,
 		     unsigned rep, unsigned reps)
 {
-	if (!isatty(STDERR_FILENO))
-		return;
-	fprintf(stderr, "\r\033[K%s P=%u %s rep %u/%u", what, p, ex, rep + 1,
-		reps);
+	show_progress("%s P=%u %s rep %u/%u", what, p, ex, rep + 1, reps);
 }
 
 /* Output: a fixed-width table on stdout and the same rows as CSV. */
@@ -766,9 +763,9 @@ int main(int argc, char **argv)
 					    "test,executor,ordered,nthreads,n,"
 					    "reps,median,best,unit,note\n"),
 			    .csv_path = o.args.csv_path };
-	if (isatty(STDERR_FILENO))
-		fputs("measuring RSS in child processes", stderr);
+	show_progress("measuring RSS in child processes");
 	measure_rss(rss);
+	clear_progress();
 	print_header(&o);
 	print_table_head();
 	part_rate(&out, &o);

@@ -257,12 +257,10 @@ struct case_run {
 static void progress(const struct case_run *cr, unsigned p, int ex,
 		     bool ordered, unsigned rep)
 {
-	if (!isatty(STDERR_FILENO))
-		return;
-	fprintf(stderr, "\r\033[K[%zu/%zu] n=%zu t=%s P=%u %s %s rep %u/%u",
-		*cr->done + 1, cr->total, cr->data.n, cr->c->name, p,
-		executor_name(ex), ordered ? "ordered" : "unordered", rep + 1,
-		cr->o->args.reps);
+	show_progress("[%zu/%zu] n=%zu t=%s P=%u %s %s rep %u/%u",
+		      *cr->done + 1, cr->total, cr->data.n, cr->c->name, p,
+		      executor_name(ex), ordered ? "ordered" : "unordered",
+		      rep + 1, cr->o->args.reps);
 }
 
 /* The ideal wall time, in ns, of n sleeps spread perfectly over P
@@ -426,9 +424,7 @@ int main(int argc, char **argv)
 			continue;
 		nmax = n[c] > nmax ? n[c] : nmax;
 		total += o.args.nthread_counts * (NEXECUTORS * 2 + 1);
-		if (isatty(STDERR_FILENO))
-			fprintf(stderr, "\r\033[Kmeasuring t_sleep for %s",
-				all_cases[c].name);
+		show_progress("measuring t_sleep for %s", all_cases[c].name);
 		t_sleep[c] = calibrate_sleep(all_cases[c].t_ns, o.args.quick);
 	}
 	clear_progress();

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-#include <unistd.h>
 
 /* Set once by main before anything can fail; read only after that. */
 static const char *prog_name = "bench";
@@ -27,12 +26,6 @@ void bench_set_name(const char *name, const char *argv0,
 	prog_name = name;
 	prog_argv0 = argv0;
 	prog_usage = usage;
-}
-
-void clear_progress(void)
-{
-	if (isatty(STDERR_FILENO))
-		fputs("\r\033[K", stderr);
 }
 
 static void vmessage(const char *fmt, va_list ap)
@@ -53,11 +46,19 @@ _Noreturn void die(const char *fmt, ...)
 	exit(1);
 }
 
-static _Noreturn void usage_exit(FILE *f, int status)
+static _Noreturn void help_exit(void)
 {
 	if (prog_usage)
-		prog_usage(f, prog_argv0);
-	exit(status);
+		prog_usage(stdout, prog_argv0);
+	exit(0);
+}
+
+/* One line, as GNU tools do: the full usage would bury the error. */
+static _Noreturn void hint_exit(void)
+{
+	fprintf(stderr, "Try '%s --help' for more information.\n",
+		prog_argv0);
+	exit(2);
 }
 
 /* No clear_progress(): parsing happens before any progress line. */
@@ -68,7 +69,7 @@ _Noreturn void bad_usage(const char *fmt, ...)
 	va_start(ap, fmt);
 	vmessage(fmt, ap);
 	va_end(ap);
-	usage_exit(stderr, 2);
+	hint_exit();
 }
 
 /* strtoull alone would accept "-1" (as ULLONG_MAX), "", "8x" and leading
@@ -153,7 +154,7 @@ static bool common_option(int ch, const char *arg, struct bench_args *a)
 		return true;
 	case 'q': a->quick = true; return true;
 	case 'o': a->csv_path = arg; return true;
-	case 'h': usage_exit(stdout, 0);
+	case 'h': help_exit();
 	default: return false;
 	}
 }
@@ -175,11 +176,11 @@ void bench_parse_args(int argc, char **argv, struct bench_args *a,
 		all[n++] = *own;
 	}
 	/* A leading '+' stops at the first non-option, so stray arguments are
-	 * reported below instead of being permuted away. */
-	while ((ch = getopt_long(argc, argv, "+", all, NULL)) != -1) {
+	 * reported below instead of being permuted away; -h is --help. */
+	while ((ch = getopt_long(argc, argv, "+h", all, NULL)) != -1) {
 		/* On '?' getopt has already said what was wrong. */
 		if (ch == '?')
-			usage_exit(stderr, 2);
+			hint_exit();
 		if (!common_option(ch, optarg, a))
 			fn(ch, optarg, ctx);
 	}

@@ -4,9 +4,10 @@
  * files.
  *
  * Each program calls bench_set_name() once, first thing in main, so that
- * die() and bad_usage() can name it and print its usage. Everything here
- * exits the process on failure: a benchmark that cannot measure has
- * nothing useful to return to.
+ * die() and bad_usage() can name it and --help can print its usage.
+ * Everything here exits the process on failure: a benchmark that cannot
+ * measure has nothing useful to return to. The progress line is
+ * progress.h's.
  */
 #ifndef EACHOBS_BENCH_UTIL_H
 #define EACHOBS_BENCH_UTIL_H
@@ -18,6 +19,8 @@
 #include <stdio.h>
 
 #include <eachobs.h>
+
+#include "progress.h"
 
 #define NS_PER_S 1000000000ull
 #define BENCH_MAX_REPS 1000
@@ -39,20 +42,16 @@ struct bench_args {
 typedef void bench_usage_fn(FILE *f, const char *prog);
 
 /* Set the name that prefixes every message ("timedataset"), argv[0] for
- * the usage text, and the usage printer that bad_usage() calls. */
+ * the usage text, and the usage printer that --help calls. */
 void bench_set_name(const char *name, const char *argv0,
 		    bench_usage_fn *usage);
-
-/* Leave the progress line (if any) before printing a message, so that the
- * message starts at column 0 on a terminal. */
-void clear_progress(void);
 
 /* Print "name: message" and exit with status 1: a failure at run time. */
 _Noreturn void die(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 
-/* Print "name: message" and the usage, and exit with status 2: the
- * command line was wrong. */
+/* Print "name: message" and a one-line hint to try --help, and exit with
+ * status 2: the command line was wrong. */
 _Noreturn void bad_usage(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 
@@ -69,8 +68,9 @@ typedef void bench_option_fn(int ch, const char *arg, void *ctx);
 /* Parse argv: --reps, --threads, --quick and --csv into *a, and each of
  * the program's own options (own, ended by a zero entry, with vals other
  * than 'r', 't', 'q', 'o' and 'h') by calling fn(val, optarg, ctx).
- * --help prints the usage and exits 0; an unknown option, a bad value or
- * a stray argument prints the usage and exits 2. */
+ * --help (or -h) prints the usage on stdout and exits 0; an unknown
+ * option, a bad value or a stray argument prints what was wrong and a
+ * one-line hint on stderr and exits 2. */
 void bench_parse_args(int argc, char **argv, struct bench_args *a,
 		      const struct option *own, bench_option_fn *fn,
 		      void *ctx);

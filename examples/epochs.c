@@ -97,8 +97,19 @@ static int validate(eachobs_pool *pool, struct corpus *c)
 	return rc == 0 && seen == c->n ? 0 : -1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc > 1) { /* no arguments but --help */
+		int help = strcmp(argv[1], "--help") == 0 ||
+			   strcmp(argv[1], "-h") == 0;
+
+		fprintf(help ? stdout : stderr, "usage: %s [--help]\n",
+			argv[0]);
+		if (help)
+			puts("3 shuffled epochs on one pool, then validation.");
+		return help ? 0 : 2;
+	}
+
 	struct corpus c = { .n = 10000, .seed = 2024 };
 	eachobs_pool *pool;
 	long first = 0;

@@ -164,7 +164,7 @@ static int generate(const char *dir, size_t nimages)
 {
 	char path[4096];
 	struct stat st;
-	int maxw = 320 + 160, rc = -1;
+	int maxw = 320 + 160, rc = -1, tty = isatty(STDERR_FILENO);
 
 	snprintf(path, sizeof path, "%s/.complete", dir);
 	if (stat(path, &st) == 0)
@@ -181,6 +181,8 @@ static int generate(const char *dir, size_t nimages)
 		unsigned char *jpeg = NULL;
 		unsigned long len = 0;
 
+		if (tty && i % 50 == 0) /* a count on a terminal */
+			fprintf(stderr, "\r%zu/%zu", i, nimages);
 		snprintf(path, sizeof path, "%s/c%02zu", dir, i % NCLASSES);
 		if (make_dirs(path) < 0)
 			goto out;
@@ -200,6 +202,8 @@ static int generate(const char *dir, size_t nimages)
 	snprintf(path, sizeof path, "%s/.complete", dir);
 	rc = write_file(path, "", 0);
 out:
+	if (tty)
+		fprintf(stderr, "\r%60s\r", "");
 	if (rc < 0)
 		fprintf(stderr, "cannot generate %s\n", dir);
 	free(rgb);
@@ -815,6 +819,9 @@ static int run_torch(const struct torch_args *a, double alone_rate)
 	snprintf(st, sizeof st, "%.0f", a->step_us);
 	snprintf(sd, sizeof sd, "%llu", a->seed);
 	snprintf(wk, sizeof wk, "%u", a->workers);
+	/* It runs for as long as the rows above, saying nothing. */
+	if (isatty(STDERR_FILENO))
+		fputs("\rtorch-dataloader   running ...", stderr);
 	char *argv[] = { (char *)a->python, (char *)a->script,
 			 (char *)a->folder, "--epochs", ep, "--step-us", st,
 			 "--seed", sd, "--workers", wk, "--raw", NULL };
@@ -834,6 +841,8 @@ static int run_torch(const struct torch_args *a, double alone_rate)
 	else
 		close(fd);
 	int ok = wait_ok(pid) && parsed;
+	if (isatty(STDERR_FILENO))
+		fprintf(stderr, "\r%60s\r", "");
 	if (atomic_load(&interrupted))
 		return 1;
 	if (!ok) {
@@ -848,12 +857,38 @@ static int run_torch(const struct torch_args *a, double alone_rate)
 	return 0;
 }
 
-static void usage(void)
+/* One line on stderr for a bad command line; more for --help. */
+static int usage(int help)
 {
-	fprintf(stderr,
+	fprintf(help ? stdout : stderr,
 		"usage: example_imagefolder [FOLDER] [--dir D] [--images N] "
 		"[--epochs E] [--step-us U] [--threads T] [--seed S] "
 		"[--check] [--no-torch] [--torch-script PATH] [--python PY]\n");
+	if (help)
+		fputs("\nTimes a JPEG classification pipeline (decode, crop, "
+		      "flip, normalize,\nbatches of 32) under each executor, "
+		      "beside the training step alone\nand PyTorch's "
+		      "DataLoader. Without FOLDER (one sub-folder per class),\n"
+		      "N synthetic images (default 2000) are made once under D "
+		      "(default\n$XDG_CACHE_HOME/eachobs or ~/.cache/eachobs).\n"
+		      "\n"
+		      "  --epochs E   epochs per row (default 1)\n"
+		      "  --step-us U  the training step's cost per batch "
+		      "(default 2000)\n"
+		      "  --threads T  workers of every row (default: the CPUs, "
+		      "minus one where\n"
+		      "               the consumer needs a core)\n"
+		      "  --seed S     the shuffle's and the augmentation's seed "
+		      "(default 2024)\n"
+		      "  --check      also check every image and executor "
+		      "(exits 1 otherwise)\n"
+		      "  --no-torch, --torch-script PATH, --python PY\n"
+		      "               the PyTorch row: skip it, or how to run "
+		      "it\n"
+		      "Ctrl-C stops and prints the partial results "
+		      "(exit status 130).\n",
+		      stdout);
+	return help ? 0 : 2;
 }
 
 int main(int argc, char **argv)
@@ -873,15 +908,16 @@ int main(int argc, char **argv)
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--check")) {
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			return usage(1);
+		} else if (!strcmp(a, "--check")) {
 			check = 1;
 		} else if (!strcmp(a, "--no-torch")) {
 			torch = 0;
 		} else if (a[0] != '-' && !folder_arg) {
 			folder_arg = a;
 		} else if (!v) {
-			usage();
-			return 2;
+			return usage(0);
 		} else if (!strcmp(a, "--dir")) {
 			dir = v, i++;
 		} else if (!strcmp(a, "--images")) {
@@ -899,13 +935,11 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--python")) {
 			python = v, i++;
 		} else {
-			usage();
-			return 2;
+			return usage(0);
 		}
 	}
 	if (nimages == 0 || epochs == 0) {
-		usage();
-		return 2;
+		return usage(0);
 	}
 	if (!folder_arg) {
 		const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");

@@ -8,7 +8,9 @@
  * index exactly as promised, that every rank ran the same number of steps,
  * and that the order changed since the previous epoch. Run it with
  * `mpirun -np 4 ./example_mpi_shards [seed]`; it exits 0 when every check
- * holds, and calls MPI_Abort otherwise.
+ * holds, and calls MPI_Abort otherwise. It reads its arguments before
+ * MPI_Init (Open MPI and MPICH pass them unchanged), so that --help works
+ * without mpirun.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -149,6 +151,18 @@ static const char *check(const int *total, size_t n, long nranks,
 	return NULL;
 }
 
+/* The one argument, the seed: a whole number (0x for hex). */
+static bool is_seed(const char *s)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	strtoull(s, &end, 0);
+	return errno == 0 && *end == '\0';
+}
+
 static void fail(int rank, const char *what)
 {
 	fprintf(stderr, "rank %d: %s\n", rank, what);
@@ -159,6 +173,19 @@ int main(int argc, char **argv)
 {
 	int provided, rank, nranks, local_ranks;
 
+	/* Before MPI_Init, so that --help needs no mpirun. */
+	if (argc > 2 || (argc == 2 && !is_seed(argv[1]))) {
+		bool help = argc == 2 && (strcmp(argv[1], "--help") == 0 ||
+					  strcmp(argv[1], "-h") == 0);
+
+		fprintf(help ? stdout : stderr,
+			"usage: mpirun -np N %s [SEED]\n", argv[0]);
+		if (help)
+			puts("Each rank loads its shard for 3 epochs; the "
+			     "shards are checked\nto add up. SEED (default "
+			     "2024) is the shuffle's.");
+		return help ? 0 : 2;
+	}
 	/* eachobs's threads never call MPI; only this one does. */
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 	if (provided < MPI_THREAD_FUNNELED)

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 enum { N = 5000, RECORD = 256 };
@@ -50,8 +51,19 @@ static unsigned train_step(const unsigned char *rec)
 	return sum;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc > 1) { /* no arguments but --help */
+		int help = strcmp(argv[1], "--help") == 0 ||
+			   strcmp(argv[1], "-h") == 0;
+
+		fprintf(help ? stdout : stderr, "usage: %s [--help]\n",
+			argv[0]);
+		if (help)
+			puts("Trains past corrupt records; prints stats.");
+		return help ? 0 : 2;
+	}
+
 	eachobs_dataset data = { .numobs = numobs, .getobs = getobs,
 				 .obs_size = RECORD };
 	eachobs_options opts = { .nthreads = 8,

@@ -6,7 +6,14 @@ import pathlib
 import re
 import sys
 
-root = pathlib.Path(sys.argv[1])
+args = sys.argv[1:]
+if args[:1] in (["-h"], ["--help"]):
+    print(__doc__)
+    sys.exit(0)
+if len(args) != 1 or args[0].startswith("-"):
+    print("usage: check_doc_code.py SOURCE_ROOT (try --help)", file=sys.stderr)
+    sys.exit(2)
+root = pathlib.Path(args[0])
 examples = {p: p.read_text() for p in sorted((root / "examples").glob("*.c"))}
 bad = 0
 blocks = 0

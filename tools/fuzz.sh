@@ -3,14 +3,24 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included),
 # runs for SECONDS (default 60) and exits non-zero on the first failure.
 #
-# usage: tools/fuzz.sh [SECONDS]
+# Usage: tools/fuzz.sh [--help] [SECONDS]
 #
 # The corpus is kept in fuzz-corpus/ (not in git) and grows from run to run;
 # a failing input is written to build-fuzz/ and replays with
 # `build-fuzz/fuzz_iter build-fuzz/crash-...`.
 set -eu
+seconds=${1-60}
+case "$seconds" in
+-h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+'' | *[!0-9]*)
+	echo "fuzz.sh: '$seconds' is not a number of seconds (try --help)" >&2
+	exit 2 ;;
+esac
+if [ $# -gt 1 ]; then
+	echo "fuzz.sh: unexpected argument '$2' (try --help)" >&2
+	exit 2
+fi
 cd "$(dirname "$0")/.."
-seconds=${1:-60}
 tools/deps.sh clang libclang-rt-14-dev libck-dev
 
 mkdir -p build-fuzz fuzz-corpus

@@ -5,7 +5,17 @@
 # About 2 seconds after the build. Exits non-zero when a step fails, and
 # also when the build found no MPI, so that a skipped example never
 # passes for a run one.
+#
+# Usage: tools/mpi_example.sh [--help]
 set -u
+if [ $# -gt 0 ]; then
+	case "$1" in
+	-h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	*)
+		echo "mpi_example.sh: unknown argument '$1' (try --help)" >&2
+		exit 2 ;;
+	esac
+fi
 cd "$(dirname "$0")/.."
 tools/deps.sh gcc meson ninja-build pkg-config libck-dev libcriterion-dev \
 	libopenmpi-dev openmpi-bin || exit 1

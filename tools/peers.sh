@@ -1,11 +1,11 @@
 #!/bin/sh
-# eachobs side by side with its peers (issue 3; docs/performance.md, "Side
-# by side with the peers"): installs what is missing, builds a release
+# eachobs side by side with its peers (docs/performance.md, "Side by
+# side with the peers"): installs what is missing, builds a release
 # build in build-peers, runs eachobs and every peer that is available on
 # the same TimeDataset cases in one run, prints one table, and writes
 # bench-results/peers.csv and bench-results/peers.png.
 #
-# Usage: tools/peers.sh [--quick] [--with-torch] [--reps R]
+# Usage: tools/peers.sh [--help] [--quick] [--with-torch] [--reps R]
 #   --quick       n / 10, one repetition, PyTorch at P = 2 only: about
 #                 a minute (70 s on a busy 2-core machine)
 #   --with-torch  also install libtorch-dev and python3-torch (about
@@ -13,7 +13,6 @@
 #   --reps R      repetitions per cell (default 3; a cell stops repeating
 #                 once it has used 1 s)
 set -eu
-cd "$(dirname "$0")/.."
 
 quick=0
 with_torch=0
@@ -22,12 +21,20 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) quick=1 ;;
 	--with-torch) with_torch=1 ;;
-	--reps) reps="$2"; shift ;;
-	-h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--reps)
+		reps=${2-}
+		case "$reps" in
+		'' | *[!0-9]* | 0)
+			echo "peers.sh: --reps needs a count (try --help)" >&2
+			exit 2 ;;
+		esac
+		shift ;;
+	-h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	*) echo "peers.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
+cd "$(dirname "$0")/.."
 
 tools/deps.sh gcc g++ meson ninja-build pkg-config libck-dev libtbb-dev \
 	gnuplot-nox python3

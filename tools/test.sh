@@ -15,7 +15,15 @@
 # Beside the soaks, the unit suite runs once more under valgrind memcheck
 # (`meson test --setup=valgrind` in build-test, about 3 minutes alone).
 # The last line is "N passed, M failed", summed from meson's own summaries.
+#
+# Usage: tools/test.sh [--help]
 set -u
+if [ $# -gt 0 ]; then
+	case "$1" in
+	-h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	*) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+	esac
+fi
 cd "$(dirname "$0")/.."
 # Everything up front: the fuzz and MPI scripts install what they need
 # too, but they run side by side below, and two apt-gets at once fight

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 
 #include "peer.h"
+#include "../progress.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -25,6 +26,7 @@ void peer_die(const char *fmt, ...)
 	va_list ap;
 
 	fflush(stdout);
+	clear_progress();
 	fprintf(stderr, "%s: ", prog_name);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -36,9 +38,9 @@ void peer_die(const char *fmt, ...)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: %s --case sleep|noop|first [--t-us T] [--n N]\n"
+		"usage: %s [--case sleep|noop|first] [--t-us T] [--n N]\n"
 		"          [--threads LIST] [--batch LIST] [--ordered] [--reps R]\n"
-		"          [--budget-ms B] [--calibrate]\n"
+		"          [--budget-ms B] [--calibrate] [--help]\n"
 		"\n"
 		"One peer of bench/peers: loads n observations whose getobs\n"
 		"sleeps T us (sleep) or does nothing (noop, first) on P threads\n"
@@ -49,6 +51,26 @@ static void usage(FILE *f)
 		"has used B ms (default 1000). --calibrate prints\n"
 		"t_us,t_sleep_ns, the mean duration of one sleep of T us.\n",
 		prog_name);
+}
+
+/* Print "name: message" and a one-line hint, and exit 2: the command
+ * line was wrong. NULL fmt: getopt has already said what. */
+static void bad_usage(const char *fmt, ...)
+	__attribute__((noreturn, format(printf, 1, 2)));
+
+static void bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (fmt) {
+		fprintf(stderr, "%s: ", prog_name);
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fputc('\n', stderr);
+	}
+	fprintf(stderr, "Try '%s --help' for more information.\n", prog_name);
+	exit(2);
 }
 
 static unsigned long long parse_num(const char *name, const char *s,
@@ -65,10 +87,7 @@ static unsigned long long parse_num(const char *name, const char *s,
 	if (errno == 0 && *end == '\0' && v >= min && v <= max)
 		return v;
 bad:
-	fprintf(stderr, "%s: %s: '%s' is not in %llu..%llu\n", prog_name,
-		name, s, min, max);
-	usage(stderr);
-	exit(2);
+	bad_usage("%s: '%s' is not in %llu..%llu", name, s, min, max);
 }
 
 static size_t parse_list(const char *name, const char *arg, unsigned *out,
@@ -81,7 +100,7 @@ static size_t parse_list(const char *name, const char *arg, unsigned *out,
 		peer_die("out of memory");
 	for (save = list; (tok = strsep(&save, ",")) != NULL;) {
 		if (count == PEER_MAX_LIST)
-			peer_die("%s: at most %d values", name, PEER_MAX_LIST);
+			bad_usage("%s: at most %d values", name, PEER_MAX_LIST);
 		out[count++] = (unsigned)parse_num(name, tok, 1, max);
 	}
 	free(list);
@@ -116,7 +135,8 @@ void peer_parse_args(int argc, char **argv, struct peer_args *a,
 				 .nbatch = 1,
 				 .reps = 3,
 				 .budget_ns = NS_PER_S };
-	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+	/* '+': stop at the first non-option, reported below. */
+	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
 			if (strcmp(optarg, "sleep") == 0)
@@ -126,7 +146,8 @@ void peer_parse_args(int argc, char **argv, struct peer_args *a,
 			else if (strcmp(optarg, "first") == 0)
 				a->kase = PEER_FIRST;
 			else
-				peer_die("--case: unknown case '%s'", optarg);
+				bad_usage("--case: unknown case '%s'",
+					  optarg);
 			break;
 		case 't':
 			a->t_ns = parse_num("--t-us", optarg, 0, 10000000) *
@@ -155,15 +176,11 @@ void peer_parse_args(int argc, char **argv, struct peer_args *a,
 			break;
 		case 'C': a->calibrate = true; break;
 		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
+		default: bad_usage(NULL);
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "%s: unexpected argument '%s'\n", name,
-			argv[optind]);
-		usage(stderr);
-		exit(2);
-	}
+	if (optind < argc)
+		bad_usage("unexpected argument '%s'", argv[optind]);
 	if (a->kase != PEER_SLEEP)
 		a->t_ns = 0;
 	if (a->calibrate) {
@@ -278,12 +295,18 @@ static void measure_cell(const struct peer_args *a, const char *peer,
 {
 	uint64_t t[MAX_REPS], used = 0;
 	unsigned reps = 0;
+	char b[32] = "";
 
+	if (batch)
+		snprintf(b, sizeof(b), " batch %u", batch);
 	while (reps < a->reps && (reps == 0 || used < a->budget_ns)) {
+		show_progress("%s %s %s P=%u%s rep %u/%u", peer, variant,
+			      case_name(a->kase), p, b, reps + 1, a->reps);
 		t[reps] = fn(a, p, batch, ctx);
 		used += t[reps++];
 	}
 	qsort(t, reps, sizeof(t[0]), cmp_u64);
+	clear_progress();
 	printf("%s,%s,%s,%llu,%u,%zu,%u,%d,%u,%.4f,%.4f,%.4f,%s\n", peer,
 	       variant, case_name(a->kase),
 	       (unsigned long long)(a->t_ns / 1000), p, a->n, batch,

@@ -208,7 +208,15 @@ set grid
 
 
 def main():
-    raw, calib, out_dir = sys.argv[1:4]
+    args = sys.argv[1:]
+    if args[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return
+    if len(args) != 3 or any(a.startswith("-") for a in args):
+        print("usage: report.py RAW_CSV CALIB_CSV OUT_DIR (try --help)",
+              file=sys.stderr)
+        sys.exit(2)
+    raw, calib, out_dir = args
     t_sleep, rows = load(raw, calib)
     write_csv(rows, f"{out_dir}/peers.csv")
     print_table(rows, t_sleep)
