@@ -1,0 +1,435 @@
+/*
+ * eachobs_interrupt: a blocked eachobs_next / eachobs_next_batch returns
+ * -EINTR (or the next call does), nothing is lost, -EINTR is not sticky,
+ * and a real SIGINT handler can use it. Checked over every executor,
+ * ordered and not, single observations and batches, with and without
+ * hold, on a pool and not.
+ */
+#define _GNU_SOURCE
+#include "eachobs.h"
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+TestSuite(interrupt, .init = deadline, .timeout = 60);
+
+struct gated {
+	size_t n;
+	unsigned sleep_us;
+	/* While closed, getobs of every index at or above gate_from waits
+	 * for it to open (polling eachobs_cancelled, so close stays prompt). */
+	size_t gate_from;
+	atomic_bool open;
+	atomic_uint *calls;
+};
+
+static size_t gated_numobs(void *ctx)
+{
+	return ((struct gated *)ctx)->n;
+}
+
+static int gated_getobs(void *ctx, size_t idx, void *obs)
+{
+	struct gated *g = ctx;
+
+	atomic_fetch_add(&g->calls[idx], 1);
+	memcpy(obs, &idx, sizeof(idx));
+	while (idx >= g->gate_from && !atomic_load(&g->open)) {
+		if (eachobs_cancelled())
+			return -ECANCELED;
+		sleep_us(200);
+	}
+	sleep_us(g->sleep_us);
+	return 0;
+}
+
+struct point {
+	eachobs_executor ex;
+	bool ordered;
+	size_t batchsize;
+	unsigned hold;
+	bool pool;
+};
+
+static void describe(const struct point *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s batch %zu hold %u%s", executor_name(p->ex),
+		 p->ordered ? " ordered" : "", p->batchsize, p->hold,
+		 p->pool ? " pool" : "");
+}
+
+static void for_each_point(void (*f)(const struct point *, eachobs_pool *))
+{
+	static const size_t sizes[] = { 0, 8 };
+	eachobs_pool *pool;
+
+	cr_assert_eq(eachobs_pool_create(&pool, 3), 0);
+	for (size_t e = 0; e < NEXECUTORS; e++)
+		for (int o = 0; o < 2; o++)
+			for (size_t s = 0; s < 2; s++)
+				for (unsigned h = 0; h <= 2; h += 2)
+					for (int pl = 0; pl < 2; pl++) {
+						struct point p = {
+							executors[e], o,
+							sizes[s], h, pl };
+						f(&p, pool);
+					}
+	eachobs_pool_destroy(pool);
+}
+
+static eachobs_iter *start(struct gated *g, const struct point *p,
+			   eachobs_pool *pool)
+{
+	eachobs_dataset data = { g, gated_numobs, gated_getobs,
+				 sizeof(size_t) };
+	eachobs_options o = { .nthreads = 3, .executor = p->ex,
+			      .ordered = p->ordered, .batchsize = p->batchsize,
+			      .hold = p->hold, .pool = p->pool ? pool : NULL };
+	eachobs_iter *it;
+
+	g->calls = calloc(g->n, sizeof(*g->calls));
+	cr_assert_not_null(g->calls);
+	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
+	return it;
+}
+
+/* The consumer's view: every index it was given, each once, in order
+ * when ordered. */
+struct seen {
+	unsigned char *got;
+	size_t count;
+	size_t last;
+	bool ordered;
+	char err[160];
+};
+
+static void see(struct seen *s, size_t idx)
+{
+	if (s->err[0])
+		return;
+	if (s->got[idx]++)
+		snprintf(s->err, sizeof(s->err), "index %zu yielded twice", idx);
+	else if (s->ordered && s->count && idx != s->last + 1)
+		snprintf(s->err, sizeof(s->err), "index %zu after %zu", idx,
+			 s->last);
+	s->last = idx;
+	s->count++;
+}
+
+/* One call: 1 (and every index seen), 0, or a code. */
+static int next_item(eachobs_iter *it, const struct point *p, struct seen *s)
+{
+	int rc;
+
+	if (p->batchsize) {
+		eachobs_batch b;
+		rc = eachobs_next_batch(it, &b);
+		if (rc != 1)
+			return rc;
+		for (size_t j = 0; j < b.count; j++) {
+			if (*(const size_t *)((const char *)b.data +
+					      j * sizeof(size_t)) != b.idx[j])
+				snprintf(s->err, sizeof(s->err),
+					 "batch entry %zu is not its index", j);
+			see(s, b.idx[j]);
+		}
+		if (p->hold)
+			cr_assert_eq(eachobs_release(it, b.data), 0);
+		return 1;
+	}
+	const void *obs;
+	size_t idx;
+	rc = eachobs_next(it, &obs, &idx);
+	if (rc != 1)
+		return rc;
+	if (*(const size_t *)obs != idx)
+		snprintf(s->err, sizeof(s->err), "slot of %zu holds %zu", idx,
+			 *(const size_t *)obs);
+	see(s, idx);
+	if (p->hold)
+		cr_assert_eq(eachobs_release(it, obs), 0);
+	return 1;
+}
+
+static void finish(eachobs_iter *it, struct gated *g, struct seen *s,
+		   const char *what)
+{
+	eachobs_close(it);
+	cr_assert_eq(s->err[0], 0, "%s: %s", what, s->err);
+	cr_assert_eq(s->count, g->n, "%s: %zu of %zu yielded", what, s->count,
+		     g->n);
+	for (size_t i = 0; i < g->n; i++)
+		cr_assert_eq(g->calls[i], 1, "%s: getobs(%zu) ran %u times",
+			     what, i, g->calls[i]);
+	free(s->got);
+	free(g->calls);
+}
+
+/* Interrupts before a call: that call returns -EINTR once, whatever the
+ * number of interrupts, and the next goes on; at the end too. */
+static void before_a_call(const struct point *p, eachobs_pool *pool)
+{
+	struct gated g = { .n = 64, .gate_from = SIZE_MAX };
+	struct seen s = { .got = calloc(64, 1),
+			  .ordered = p->ordered || p->ex == EACHOBS_SERIAL };
+	char what[96];
+	int rc;
+
+	describe(p, what, sizeof(what));
+	eachobs_iter *it = start(&g, p, pool);
+	cr_assert_eq(eachobs_interrupt(it), 0);
+	cr_assert_eq(next_item(it, p, &s), -EINTR, "%s: first call", what);
+	cr_assert_eq(next_item(it, p, &s), 1, "%s: after -EINTR", what);
+	cr_assert_eq(eachobs_interrupt(it), 0);
+	cr_assert_eq(eachobs_interrupt(it), 0);
+	cr_assert_eq(next_item(it, p, &s), -EINTR, "%s: two interrupts", what);
+	while ((rc = next_item(it, p, &s)) == 1)
+		;
+	cr_assert_eq(rc, 0, "%s: ended with %d", what, rc);
+	cr_assert_eq(eachobs_interrupt(it), 0);
+	cr_assert_eq(next_item(it, p, &s), -EINTR, "%s: at the end", what);
+	cr_assert_eq(next_item(it, p, &s), 0, "%s: end after -EINTR", what);
+	finish(it, &g, &s, what);
+}
+
+Test(interrupt, is_answered_by_the_next_call_once_and_not_sticky)
+{
+	for_each_point(before_a_call);
+}
+
+/*
+ * The consumer blocks on an item that cannot be ready (its getobs waits
+ * for a gate); another thread interrupts it. Without a thread of its own
+ * in getobs (BACKGROUND) the call must return -EINTR while the gate is
+ * still closed; under THREADED and SERIAL it may be inside that getobs
+ * itself, so the interrupter opens the gate once it has waited long
+ * enough, and the call returns -EINTR when that getobs returns. Then the
+ * iteration goes on to its end with nothing lost.
+ */
+struct interrupter {
+	eachobs_iter *it;
+	struct gated *g;
+	double wait_s; /* how long to leave the gate closed at most */
+	atomic_bool answered;
+	bool answered_while_closed;
+};
+
+static void *interrupt_then_open(void *arg)
+{
+	struct interrupter *x = arg;
+
+	eachobs_interrupt(x->it);
+	/* A deadline, not synchronization: the outcome is checked either
+	 * way. */
+	for (double t0 = now_s(); !atomic_load(&x->answered) &&
+				  now_s() - t0 < x->wait_s;)
+		sleep_us(200);
+	x->answered_while_closed = atomic_load(&x->answered);
+	atomic_store(&x->g->open, true);
+	return NULL;
+}
+
+static void while_blocked(const struct point *p, eachobs_pool *pool)
+{
+	size_t bs = p->batchsize ? p->batchsize : 1;
+	struct gated g = { .n = 16 * bs, .gate_from = 0 };
+	struct seen s = { .got = calloc(16 * bs, 1),
+			  .ordered = p->ordered || p->ex == EACHOBS_SERIAL };
+	char what[96];
+	pthread_t t;
+	int rc;
+
+	describe(p, what, sizeof(what));
+	eachobs_iter *it = start(&g, p, pool);
+	/* BACKGROUND answers at once; the others only once the gate opens,
+	 * so waiting long for them only makes the test slow. */
+	struct interrupter x = { it, &g,
+				 p->ex == EACHOBS_BACKGROUND ? 5.0 : 0.1,
+				 false, false };
+	cr_assert_eq(pthread_create(&t, NULL, interrupt_then_open, &x), 0);
+	rc = next_item(it, p, &s);
+	atomic_store(&x.answered, true);
+	pthread_join(t, NULL);
+	cr_assert_eq(rc, -EINTR, "%s: blocked call returned %d", what, rc);
+	if (p->ex == EACHOBS_BACKGROUND)
+		cr_assert(x.answered_while_closed,
+			  "%s: -EINTR only once the blocking getobs ended",
+			  what);
+	while ((rc = next_item(it, p, &s)) == 1)
+		;
+	cr_assert_eq(rc, 0, "%s: ended with %d", what, rc);
+	finish(it, &g, &s, what);
+}
+
+Test(interrupt, wakes_a_blocked_consumer_and_the_iteration_goes_on)
+{
+	for_each_point(while_blocked);
+}
+
+/* Interrupts at random moments of a whole run: every index exactly once,
+ * in order where promised, whatever the calls they cut short. */
+struct storm {
+	eachobs_iter *it;
+	atomic_bool done;
+	unsigned sent;
+};
+
+static void *interrupt_often(void *arg)
+{
+	struct storm *x = arg;
+
+	while (!atomic_load(&x->done)) {
+		eachobs_interrupt(x->it);
+		x->sent++;
+		sleep_us(300);
+	}
+	return NULL;
+}
+
+static void during_a_run(const struct point *p, eachobs_pool *pool)
+{
+	size_t bs = p->batchsize ? p->batchsize : 1;
+	struct gated g = { .n = 40 * bs, .sleep_us = 100,
+			   .gate_from = SIZE_MAX };
+	struct seen s = { .got = calloc(40 * bs, 1),
+			  .ordered = p->ordered || p->ex == EACHOBS_SERIAL };
+	char what[96];
+	unsigned eintr = 0;
+	pthread_t t;
+	int rc;
+
+	describe(p, what, sizeof(what));
+	eachobs_iter *it = start(&g, p, pool);
+	struct storm x = { it, false, 0 };
+	cr_assert_eq(pthread_create(&t, NULL, interrupt_often, &x), 0);
+	while ((rc = next_item(it, p, &s)) != 0) {
+		if (rc == -EINTR)
+			eintr++;
+		else
+			cr_assert_eq(rc, 1, "%s: returned %d", what, rc);
+	}
+	atomic_store(&x.done, true);
+	pthread_join(t, NULL);
+	cr_assert_gt(eintr, 0, "%s: no -EINTR in %u interrupts", what, x.sent);
+	cr_assert_leq(eintr, x.sent);
+	finish(it, &g, &s, what);
+}
+
+Test(interrupt, loses_and_repeats_nothing_during_a_run)
+{
+	for_each_point(during_a_run);
+}
+
+Test(interrupt, rejects_null)
+{
+	cr_assert_eq(eachobs_interrupt(NULL), -EINVAL);
+}
+
+/*
+ * The Ctrl-C recipe, for real: a child process installs a SIGINT handler
+ * that calls eachobs_interrupt, and blocks in eachobs_next_batch on its
+ * first batch (16 getobs of 200 ms on 3 threads); the parent sends SIGINT
+ * as soon as the child is about to call. The child exits 0 when the call
+ * returned -EINTR before any batch and the handler ran on the consumer's
+ * own thread (workers block the signal).
+ */
+static eachobs_iter *_Atomic sig_it;
+static pthread_t sig_main;
+static atomic_int sig_off_main;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	if (!pthread_equal(pthread_self(), sig_main))
+		atomic_fetch_add(&sig_off_main, 1);
+	eachobs_iter *it = atomic_load(&sig_it);
+	if (it)
+		eachobs_interrupt(it);
+}
+
+static int sigint_child(eachobs_executor ex, bool ordered, int ready_fd)
+{
+	struct gated g = { .n = 64, .sleep_us = 200000,
+			   .gate_from = SIZE_MAX };
+	struct point p = { ex, ordered, 16, 0, false };
+	struct sigaction sa;
+	eachobs_batch b;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigint;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sig_main = pthread_self();
+	g.calls = calloc(g.n, sizeof(*g.calls));
+	eachobs_dataset data = { &g, gated_numobs, gated_getobs,
+				 sizeof(size_t) };
+	eachobs_options o = { .nthreads = 3, .executor = p.ex,
+			      .ordered = p.ordered, .batchsize = 16 };
+	eachobs_iter *it;
+	if (eachobs_parallel(&it, &data, &o) != 0)
+		return 10;
+	atomic_store(&sig_it, it);
+	if (write(ready_fd, "r", 1) != 1)
+		return 11;
+	int rc = eachobs_next_batch(it, &b);
+	atomic_store(&sig_it, NULL);
+	eachobs_close(it);
+	if (rc != -EINTR)
+		return 12;
+	if (atomic_load(&sig_off_main))
+		return 13;
+	return 0;
+}
+
+Test(interrupt, a_sigint_handler_interrupts_a_blocked_consumer)
+{
+	static const eachobs_executor exs[] = { EACHOBS_BACKGROUND,
+						EACHOBS_THREADED };
+
+	for (size_t e = 0; e < 2; e++) {
+		for (int o = 0; o < 2; o++) {
+			int fds[2];
+			char c;
+			int status;
+
+			cr_assert_eq(pipe(fds), 0);
+			pid_t pid = fork();
+			cr_assert_geq(pid, 0);
+			if (pid == 0) {
+				close(fds[0]);
+				_exit(sigint_child(exs[e], o, fds[1]));
+			}
+			close(fds[1]);
+			cr_assert_eq(read(fds[0], &c, 1), 1, "child not ready");
+			close(fds[0]);
+			cr_assert_eq(kill(pid, SIGINT), 0);
+			/* A deadline, not synchronization. */
+			double t0 = now_s();
+			pid_t w;
+			while ((w = waitpid(pid, &status, WNOHANG)) == 0 &&
+			       now_s() - t0 < 10.0)
+				sleep_us(1000);
+			if (w == 0) {
+				kill(pid, SIGKILL);
+				waitpid(pid, &status, 0);
+			}
+			cr_assert_eq(w, pid, "%s%s: child still blocked 10 s "
+				     "after SIGINT",
+				     executor_name(exs[e]),
+				     o ? " ordered" : "");
+			cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+				  "%s%s: child status %d",
+				  executor_name(exs[e]), o ? " ordered" : "",
+				  WIFEXITED(status) ? WEXITSTATUS(status)
+						    : -WTERMSIG(status));
+		}
+	}
+}
