@@ -35,6 +35,7 @@ struct cfg {
 	int sleep_us; /* max getobs sleep */
 	int consumer_us; /* the consumer's own work per observation */
 	bool use_pool;   /* borrow threads from the pool every consumer shares */
+	bool interrupts; /* another thread calls eachobs_interrupt meanwhile */
 };
 
 struct ds {
@@ -69,12 +70,14 @@ static void print_cfg(FILE *f, const struct cfg *c)
 		"seed=%llu n=%zu obs_size=%zu nthreads=%u buffersize=%zu "
 		"basesize=%zu oversub=%u executor=%d ordered=%d sleep_us=%d "
 		"close_after=%zu fail_at=%zu on_error=%d consumer_us=%d "
-		"batchsize=%zu drop_last=%d hold=%u use_pool=%d\n",
+		"batchsize=%zu drop_last=%d hold=%u use_pool=%d "
+		"interrupts=%d\n",
 		c->seed, c->n, c->obs_size, c->o.nthreads, c->o.buffersize,
 		c->o.basesize, c->o.oversubscription, (int)c->o.executor,
 		(int)c->o.ordered, c->sleep_us, c->close_after, c->fail_at,
 		(int)c->o.on_error, c->consumer_us, c->o.batchsize,
-		(int)c->o.drop_last, c->o.hold, (int)c->use_pool);
+		(int)c->o.drop_last, c->o.hold, (int)c->use_pool,
+		(int)c->interrupts);
 }
 
 #define CHECK(cond, c, ...)                                                \
@@ -154,6 +157,7 @@ static struct cfg random_cfg(unsigned long long *s)
 	if (next_rand(s) % 3 == 0)
 		c.o.hold = 1 + (unsigned)(next_rand(s) % 4);
 	c.use_pool = next_rand(s) % 3 == 0;
+	c.interrupts = next_rand(s) % 4 == 0;
 	return c;
 }
 
@@ -195,11 +199,70 @@ static void check_bytes(const struct cfg *c, const void *obs, size_t idx)
 		      p[b], pattern(idx, b));
 }
 
+
+/* Interrupts at random moments while the consumer runs; the consumer
+ * answers -EINTR by calling again, so everything else it checks holds. */
+struct interrupter {
+	eachobs_iter *it;
+	atomic_bool stop;
+	unsigned long long rnd;
+	pthread_t thread;
+};
+
+static void *interrupt_main(void *arg)
+{
+	struct interrupter *x = arg;
+
+	while (!atomic_load(&x->stop)) {
+		eachobs_interrupt(x->it);
+		struct timespec pause = { 0, (long)(next_rand(&x->rnd) % 200000) };
+		nanosleep(&pause, NULL);
+	}
+	return NULL;
+}
+
+static void interrupter_start(struct interrupter *x, const struct cfg *c,
+			      eachobs_iter *it)
+{
+	x->it = it;
+	atomic_init(&x->stop, false);
+	x->rnd = c->seed ^ 0x1234;
+	if (c->interrupts)
+		CHECK(pthread_create(&x->thread, NULL, interrupt_main, x) == 0, c,
+		      "pthread_create");
+}
+
+/* Before any check that calls the iterator expecting no -EINTR. */
+static void interrupter_stop(struct interrupter *x, const struct cfg *c)
+{
+	if (c->interrupts && !atomic_exchange(&x->stop, true))
+		pthread_join(x->thread, NULL);
+}
+
+static int next_retry(eachobs_iter *it, const void **obs, size_t *idx)
+{
+	int rc;
+
+	while ((rc = eachobs_next(it, obs, idx)) == -EINTR)
+		;
+	return rc;
+}
+
+static int next_batch_retry(eachobs_iter *it, eachobs_batch *b)
+{
+	int rc;
+
+	while ((rc = eachobs_next_batch(it, b)) == -EINTR)
+		;
+	return rc;
+}
+
 static void run_units(int who, const struct cfg *c, struct ds *d,
-		      eachobs_iter *it);
+		      eachobs_iter *it, struct interrupter *x);
 
 static void run_one(int who, const struct cfg *c)
 {
+	struct interrupter x;
 	struct ds d = { .c = *c, .consumer = pthread_self() };
 	unsigned char *seen = calloc(c->n + 1, 1);
 	eachobs_iter *it;
@@ -217,12 +280,13 @@ static void run_one(int who, const struct cfg *c)
 						       c->obs_size },
 			      &o);
 	CHECK(rc == 0, c, "eachobs_parallel: %s", eachobs_strerror(rc));
+	interrupter_start(&x, c, it);
 	while (!c->o.batchsize && !c->o.hold && count < c->close_after) {
 		if (prev)
 			check_bytes(c, prev, prev_idx); /* unchanged while held */
 		if (prev)
 			note_live(&d, -1);
-		rc = eachobs_next(it, &obs, &idx);
+		rc = next_retry(it, &obs, &idx);
 		prev = NULL;
 		if (rc != 1)
 			break;
@@ -247,9 +311,10 @@ static void run_one(int who, const struct cfg *c)
 	if (rc == 1 && prev)
 		note_live(&d, -1);
 	if (c->o.batchsize || c->o.hold) {
-		run_units(who, c, &d, it);
+		run_units(who, c, &d, it, &x);
 		goto close;
 	}
+	interrupter_stop(&x, c);
 	bool skip = c->o.on_error == EACHOBS_ON_ERROR_SKIP;
 	if (count < c->close_after && (c->fail_at == SIZE_MAX || skip)) {
 		size_t want = c->n - (c->fail_at != SIZE_MAX);
@@ -270,6 +335,7 @@ static void run_one(int who, const struct cfg *c)
 	}
 	atomic_fetch_add(&total_observations, (long long)count);
 close:
+	interrupter_stop(&x, c);
 	eachobs_close(it);
 	atomic_fetch_add(&total_configs, 1);
 	atomic_fetch_add(&total_failures, c->fail_at < c->n);
@@ -330,7 +396,7 @@ static int take_unit(struct units_run *r, struct unit *u, size_t *fidx)
 
 	if (r->c->o.batchsize) {
 		eachobs_batch b;
-		rc = eachobs_next_batch(r->it, &b);
+		rc = next_batch_retry(r->it, &b);
 		if (rc < 0 && b.idx)
 			*fidx = b.idx[0];
 		if (rc != 1)
@@ -342,7 +408,7 @@ static int take_unit(struct units_run *r, struct unit *u, size_t *fidx)
 	}
 	size_t idx = 0;
 	const void *obs;
-	rc = eachobs_next(r->it, &obs, &idx);
+	rc = next_retry(r->it, &obs, &idx);
 	*fidx = idx;
 	if (rc != 1)
 		return rc;
@@ -375,7 +441,8 @@ static void accept_unit(struct units_run *r, const struct unit *u)
 	r->count += u->count;
 }
 
-static void run_units(int who, const struct cfg *c, struct ds *d, eachobs_iter *it)
+static void run_units(int who, const struct cfg *c, struct ds *d,
+		      eachobs_iter *it, struct interrupter *x)
 {
 	size_t npos = c->n, fidx = 0;
 	struct units_run r = { c, d, it, NULL, 0, c->o.hold ? c->o.hold : 1,
@@ -408,6 +475,7 @@ static void run_units(int who, const struct cfg *c, struct ds *d, eachobs_iter *
 			nanosleep(&work, NULL);
 		}
 	}
+	interrupter_stop(x, c);
 	bool skip = c->o.on_error == EACHOBS_ON_ERROR_SKIP;
 	bool failed = c->fail_at < npos;
 	if (r.count < c->close_after && (!failed || skip)) {
