@@ -57,14 +57,21 @@ static const float stdev[3] = { 0.229f, 0.224f, 0.225f };
 
 /*
  * Set by the SIGINT handler, read by the consumer loop. A lock-free atomic
- * is safe to store from a signal handler (C11 7.14.1.1).
+ * is safe to store from a signal handler (C11 7.14.1.1). The handler also
+ * interrupts the running iterator, whose consumer may be asleep waiting
+ * for a batch: eachobs_interrupt is async-signal-safe, and the loop clears
+ * `running` before it closes the iterator.
  */
 static atomic_int interrupted;
+static eachobs_iter *_Atomic running;
 
 static void on_sigint(int sig)
 {
 	(void)sig;
 	atomic_store(&interrupted, 1);
+	eachobs_iter *it = atomic_load(&running);
+	if (it)
+		eachobs_interrupt(it);
 }
 
 /* splitmix64: a small generator seeded from eachobs_seed(). */
@@ -597,9 +604,11 @@ static int run_epoch(struct pipeline *p, const struct config *cf,
 	}
 	if (ck)
 		memset(ck->seen, 0, p->folder->n);
-	while ((rc = eachobs_next_batch(it, &b)) == 1) {
+	atomic_store(&running, it);
+	while ((rc = eachobs_next_batch(it, &b)) == 1 || rc == -EINTR) {
 		if (atomic_load(&interrupted)) {
 			r->interrupted = 1; /* Ctrl-C: stop mid-epoch */
+			rc = 0;
 			break;
 		}
 		/* Labels come from the indices: folder->labels[b.idx[j]]. */
@@ -613,6 +622,7 @@ static int run_epoch(struct pipeline *p, const struct config *cf,
 			progress(cf->name, r->images, epoch_total, t_start);
 		}
 	}
+	atomic_store(&running, NULL);
 	eachobs_get_stats(it, &st);
 	r->wait += (double)st.consumer_wait_ns * 1e-9;
 	eachobs_close(it);
