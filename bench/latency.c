@@ -1,7 +1,8 @@
 /*
  * latency: how soon an iteration starts and stops, with a slow getobs.
  *
- * For single observations and batches of 16 and 64, with 2 and 8 threads,
+ * For single observations and batches of 16 and 64 (--batches), with 2
+ * and 8 threads (--threads),
  * under THREADED and BACKGROUND, unordered and ordered, getobs sleeping
  * --getobs-ms (50 by default, like a network filesystem or a heavy
  * decode) for n = 4 * batchsize * P observations:
@@ -21,7 +22,7 @@
  * Each figure is the median of --reps runs, in milliseconds.
  *
  * usage: latency [--reps R] [--threads LIST] [--quick] [--csv FILE]
- *                [--getobs-ms T] [--close-at-ms C]
+ *                [--getobs-ms T] [--close-at-ms C] [--batches LIST]
  */
 #define _GNU_SOURCE
 #include "util.h"
@@ -146,23 +147,47 @@ static double median_ms(uint64_t *v, unsigned n)
 }
 
 static uint64_t getobs_ms = 50, close_at_ms = 120;
+#define MAX_SIZES 8
+static size_t sizes[MAX_SIZES] = { 0, 16, 64 };
+static size_t nsizes = 3;
 
 static void usage(FILE *f, const char *prog)
 {
 	fprintf(f,
 		"usage: %s [--reps R] [--threads LIST] [--quick] [--csv FILE]\n"
-		"          [--getobs-ms T] [--close-at-ms C]\n\n"
+		"          [--getobs-ms T] [--close-at-ms C] [--batches LIST]\n\n"
 		"How soon an iteration starts and stops with a slow getobs:\n"
 		"time to the first item, eachobs_close called C ms after the\n"
 		"start, and eachobs_interrupt of a blocked consumer, for single\n"
 		"observations and batches of 16 and 64, THREADED and BACKGROUND,\n"
 		"unordered and ordered. getobs sleeps T ms (default 50); C is\n"
-		"120 by default. Default: 3 reps, threads 2,8. --quick: batches\n"
-		"of 16 only, 1 rep, 10 ms getobs.\n",
+		"120 by default. --batches: batch sizes, 0 for single\n"
+		"observations (default 0,16,64). Default: 3 reps, threads 2,8.\n"
+		"--quick: batches of 16 only, 1 rep, 10 ms getobs.\n",
 		prog);
 }
 
-enum { OPT_GETOBS = 1000, OPT_CLOSE_AT };
+enum { OPT_GETOBS = 1000, OPT_CLOSE_AT, OPT_BATCHES };
+
+/* A comma-separated list of batch sizes, each 0 .. 65536. */
+static void parse_sizes(const char *arg)
+{
+	char buf[128];
+	char *save = NULL;
+
+	if (strlen(arg) >= sizeof(buf))
+		bad_usage("--batches: list too long");
+	strcpy(buf, arg);
+	nsizes = 0;
+	for (char *t = strtok_r(buf, ",", &save); t;
+	     t = strtok_r(NULL, ",", &save)) {
+		if (nsizes == MAX_SIZES)
+			bad_usage("--batches: at most %d sizes", MAX_SIZES);
+		sizes[nsizes++] = parse_option("--batches", t, 0, 65536);
+	}
+	if (nsizes == 0)
+		bad_usage("--batches: empty list");
+}
 
 static void own_option(int ch, const char *arg, void *ctx)
 {
@@ -171,6 +196,8 @@ static void own_option(int ch, const char *arg, void *ctx)
 		getobs_ms = parse_option("--getobs-ms", arg, 1, 10000);
 	else if (ch == OPT_CLOSE_AT)
 		close_at_ms = parse_option("--close-at-ms", arg, 0, 100000);
+	else if (ch == OPT_BATCHES)
+		parse_sizes(arg);
 }
 
 static void measure(struct ds *d, const struct config *c, unsigned reps,
@@ -207,9 +234,9 @@ int main(int argc, char **argv)
 	static const struct option own[] = {
 		{ "getobs-ms", required_argument, NULL, OPT_GETOBS },
 		{ "close-at-ms", required_argument, NULL, OPT_CLOSE_AT },
+		{ "batches", required_argument, NULL, OPT_BATCHES },
 		{ 0 },
 	};
-	static const size_t sizes[] = { 0, 16, 64 };
 	struct bench_args a = { .reps = 3, .threads = { 2, 8 },
 				.nthread_counts = 2 };
 
@@ -228,9 +255,11 @@ int main(int argc, char **argv)
 	       a.reps);
 	printf("%-7s %3s %-10s %-7s %9s %9s %9s %9s\n", "batch", "P",
 	       "executor", "order", "ideal", "first", "close", "intr");
-	for (size_t s = 0; s < 3; s++) {
-		if (a.quick && sizes[s] != 16)
-			continue;
+	if (a.quick) {
+		sizes[0] = 16;
+		nsizes = 1;
+	}
+	for (size_t s = 0; s < nsizes; s++) {
 		for (size_t t = 0; t < a.nthread_counts; t++)
 			for (int e = 0; e < 2; e++)
 				for (int o = 0; o < 2; o++) {

@@ -334,61 +334,14 @@ Test(interrupt, rejects_null)
 }
 
 /*
- * The Ctrl-C recipe, for real: a child process installs a SIGINT handler
- * that calls eachobs_interrupt, and blocks in eachobs_next_batch on its
- * first batch (16 getobs of 200 ms on 3 threads); the parent sends SIGINT
- * as soon as the child is about to call. The child exits 0 when the call
+ * The Ctrl-C recipe, for real: test/sigint_child.c, a program of its own
+ * (a fresh process image, so that memcheck sees only its own memory),
+ * installs a SIGINT handler that calls eachobs_interrupt and blocks in
+ * eachobs_next_batch on its first batch; this test sends SIGINT as soon as
+ * the child says it is about to call. The child exits 0 when the call
  * returned -EINTR before any batch and the handler ran on the consumer's
- * own thread (workers block the signal).
+ * own thread.
  */
-static eachobs_iter *_Atomic sig_it;
-static pthread_t sig_main;
-static atomic_int sig_off_main;
-
-static void on_sigint(int sig)
-{
-	(void)sig;
-	if (!pthread_equal(pthread_self(), sig_main))
-		atomic_fetch_add(&sig_off_main, 1);
-	eachobs_iter *it = atomic_load(&sig_it);
-	if (it)
-		eachobs_interrupt(it);
-}
-
-static int sigint_child(eachobs_executor ex, bool ordered, int ready_fd)
-{
-	struct gated g = { .n = 64, .sleep_us = 200000,
-			   .gate_from = SIZE_MAX };
-	struct point p = { ex, ordered, 16, 0, false };
-	struct sigaction sa;
-	eachobs_batch b;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_sigint;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sig_main = pthread_self();
-	g.calls = calloc(g.n, sizeof(*g.calls));
-	eachobs_dataset data = { &g, gated_numobs, gated_getobs,
-				 sizeof(size_t) };
-	eachobs_options o = { .nthreads = 3, .executor = p.ex,
-			      .ordered = p.ordered, .batchsize = 16 };
-	eachobs_iter *it;
-	if (eachobs_parallel(&it, &data, &o) != 0)
-		return 10;
-	atomic_store(&sig_it, it);
-	if (write(ready_fd, "r", 1) != 1)
-		return 11;
-	int rc = eachobs_next_batch(it, &b);
-	atomic_store(&sig_it, NULL);
-	eachobs_close(it);
-	if (rc != -EINTR)
-		return 12;
-	if (atomic_load(&sig_off_main))
-		return 13;
-	return 0;
-}
-
 Test(interrupt, a_sigint_handler_interrupts_a_blocked_consumer)
 {
 	static const eachobs_executor exs[] = { EACHOBS_BACKGROUND,
@@ -404,8 +357,13 @@ Test(interrupt, a_sigint_handler_interrupts_a_blocked_consumer)
 			pid_t pid = fork();
 			cr_assert_geq(pid, 0);
 			if (pid == 0) {
+				char fd[16];
 				close(fds[0]);
-				_exit(sigint_child(exs[e], o, fds[1]));
+				snprintf(fd, sizeof(fd), "%d", fds[1]);
+				execl(SIGINT_CHILD, SIGINT_CHILD,
+				      e ? "threaded" : "background",
+				      o ? "ordered" : "unordered", fd, (char *)NULL);
+				_exit(127);
 			}
 			close(fds[1]);
 			cr_assert_eq(read(fds[0], &c, 1), 1, "child not ready");

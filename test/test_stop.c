@@ -4,9 +4,9 @@
  * next observation of a batch being filled); after a failure under STOP the
  * threads stop at the next getobs boundary; and with a slow getobs the
  * threads fill the first batch together. Each promise is checked over
- * every executor, ordered and not, single observations and batches, with
- * and without hold, on a pool and not. No timing is asserted: the checks
- * count getobs calls and threads.
+ * every executor, ordered and not, single observations and batches of 16,
+ * 64 and 256, with and without hold, on a pool and not. No timing is
+ * asserted: the checks count getobs calls and threads.
  */
 #define _GNU_SOURCE
 #include "eachobs.h"
@@ -78,13 +78,13 @@ static void describe(const struct point *p, char *buf, size_t len)
 /* Call f for every point: executors x ordered x batchsize x hold x pool. */
 static void for_each_point(void (*f)(const struct point *, eachobs_pool *))
 {
-	static const size_t sizes[] = { 0, 16, 64 };
+	static const size_t sizes[] = { 0, 16, 64, 256 };
 	eachobs_pool *pool;
 
 	cr_assert_eq(eachobs_pool_create(&pool, 4), 0);
 	for (size_t e = 0; e < NEXECUTORS; e++)
 		for (int o = 0; o < 2; o++)
-			for (size_t s = 0; s < 3; s++)
+			for (size_t s = 0; s < 4; s++)
 				for (unsigned h = 0; h <= 2; h += 2)
 					for (int pl = 0; pl < 2; pl++) {
 						struct point p = {
@@ -131,7 +131,7 @@ static int next_item(eachobs_iter *it, const struct point *p, size_t *idx)
 
 static void close_mid_batch(const struct point *p, eachobs_pool *pool)
 {
-	struct slowds d = { .n = 4 * 64 * 4, .sleep_us = 2000,
+	struct slowds d = { .n = 4 * 256 * 4, .sleep_us = 1000,
 			    .fail_idx = FAIL_NONE };
 	char what[96];
 	size_t idx;
@@ -160,8 +160,8 @@ Test(stop, close_starts_no_getobs_at_any_batchsize)
 static void stop_after_failure(const struct point *p, eachobs_pool *pool)
 {
 	size_t bs = p->batchsize ? p->batchsize : 1;
-	struct slowds d = { .n = 4 * 64 * 4, .sleep_us = 1000,
-			    .fail_idx = 3 * bs + 1 };
+	struct slowds d = { .n = 4 * 256 * 4, .sleep_us = 500,
+			    .fail_idx = (bs < 256 ? 3 : 1) * bs + 1 };
 	char what[96];
 	size_t idx = 0;
 	int rc;
