@@ -425,6 +425,23 @@ typedef struct eachobs_options {
 	unsigned shard_index;
 	/** Shards in all; 0 or 1: no sharding. */
 	unsigned shard_count;
+	/**
+	 * Resume an iteration from a checkpoint: NULL, or resume_len bytes
+	 * that eachobs_checkpoint() wrote (since 0.2). The iterator then
+	 * yields every item of the iteration that was not yielded before the
+	 * checkpoint, each exactly once, and none that was; ordered, in
+	 * order. The dataset must have the same numobs and the options the
+	 * same sampler and batching (indices contents, shuffle and, when
+	 * shuffling, seed and epoch, shard_index and shard_count when
+	 * sharding, batchsize, drop_last); executor, nthreads, basesize,
+	 * oversubscription, buffersize, hold, pool, ordered, on_error and
+	 * placement may differ. Anything else (other sizes or options,
+	 * truncated or damaged bytes) is -EINVAL at start, with nothing
+	 * started. The bytes are read during eachobs_parallel() only.
+	 */
+	const void *resume;
+	/** Bytes at resume; 0 when resume is NULL (else -EINVAL). */
+	size_t resume_len;
 } eachobs_options;
 
 /** CPU numbers in eachobs_options.worker_cpus must be below this. */
@@ -671,6 +688,60 @@ typedef struct eachobs_batch {
  * complete or eachobs_interrupt() is called.
  */
 EACHOBS_API int eachobs_next_batch(eachobs_iter *it, eachobs_batch *batch);
+
+/**
+ * How many items this iterator yields from its start to its end when no
+ * getobs() fails: observations for eachobs_next(), batches (after
+ * drop_last) for eachobs_next_batch(); for a resumed iterator
+ * (eachobs_options.resume), what the checkpoint left. The steps of an
+ * epoch, for learning-rate schedules and progress bars, known before the
+ * first item.
+ *
+ * @param it  the iterator; NULL gives 0.
+ * @return the count.
+ *
+ * Thread: any, at any time while the iterator is open. O(1), never blocks.
+ */
+EACHOBS_API size_t eachobs_length(const eachobs_iter *it);
+
+/** Upper bound on eachobs_checkpoint()'s bytes: 72 + 16 per span (see
+ *  there); with default options and up to 64 threads at most this. */
+#define EACHOBS_CHECKPOINT_MAX_DEFAULT ((size_t)64 << 10)
+
+/**
+ * Write a checkpoint: which items this iterator has yielded so far, so
+ * that a new iterator given these bytes in eachobs_options.resume yields
+ * exactly the rest.
+ *
+ * Every item eachobs_next() / eachobs_next_batch() returned before this
+ * call counts as yielded, held or not; items skipped under
+ * EACHOBS_ON_ERROR_SKIP count as yielded; a failed item under STOP does
+ * not (a resumed iterator retries it). Call it at any point between calls
+ * of the consumer: before the first item, mid-way, after the end (the
+ * resume then yields nothing), after an error, on a resumed iterator (its
+ * checkpoint covers what was yielded before the resume too). Iteration
+ * goes on normally afterwards. It reads only the consumer's own record,
+ * so it never waits for getobs() calls in progress.
+ *
+ * The bytes are a plain, self-checking record (no pointers; for processes
+ * on the same machine): 72 bytes plus 16 for each run of consecutive
+ * yielded items. Ordered and SERIAL that is one run; unordered, work
+ * stealing leaves at most workers + slots + 1 runs, whatever the number
+ * of observations, so with default options and up to 64 threads the
+ * record stays below EACHOBS_CHECKPOINT_MAX_DEFAULT (a few KiB). A resumed
+ * iterator's record can add as much again per resume.
+ *
+ * @param it   the iterator.
+ * @param buf  where to write; may be NULL when *len is 0.
+ * @param len  on entry the room at buf; on return the bytes written, or
+ *             with -ENOSPC the bytes needed.
+ * @return 0; -ENOSPC when the room is too small (*len says how much is
+ *   needed; nothing else changes); -EINVAL when it or len is NULL, or buf
+ *   is NULL with *len > 0; -ENOMEM when the record could not grow earlier.
+ *
+ * Thread: the iterator's consumer, between its calls. Never blocks.
+ */
+EACHOBS_API int eachobs_checkpoint(eachobs_iter *it, void *buf, size_t *len);
 
 /**
  * Give back an item yielded while eachobs_options.hold > 0.

@@ -20,6 +20,7 @@
 #define EACHOBS_INTERNAL_H
 
 #include "eachobs.h"
+#include "resume.h"
 #include "sampler.h"
 
 #include <ck_ring.h>
@@ -326,6 +327,11 @@ struct eachobs_iter {
 	size_t n;          /* numobs() */
 	struct eachobs__sampler sampler;
 	size_t npos;       /* positions iterated (after shards, drop_last) */
+	/* Resumed (eachobs_options.resume): nunits counts the units left,
+	 * which `remap` maps to the original units (resume.c). */
+	bool resumed;
+	struct eachobs__remap remap;
+	struct eachobs__ckpt_key key;  /* what a checkpoint must match */
 	size_t nunits;     /* what is handed over: observations, or batches */
 	size_t batchsize;  /* 0: unbatched */
 	size_t cap;        /* observations per unit: batchsize, or 1 */
@@ -377,6 +383,7 @@ struct eachobs_iter {
 	size_t nfailures;  /* skipped (on_error = SKIP) */
 	struct eachobs__stats cstats; /* the consumer's own */
 	size_t nyielded;   /* observations yielded */
+	struct eachobs__yielded done;  /* units yielded, for checkpoints */
 	size_t nbatches;   /* batches yielded */
 	size_t max_waiting;
 	eachobs_failure failures[EACHOBS_FAILURES_KEPT];
@@ -398,6 +405,12 @@ static inline bool eachobs__interrupted(const eachobs_iter *it)
 static inline bool eachobs__failed(const eachobs_iter *it)
 {
 	return atomic_load_explicit(&it->fail.set, memory_order_acquire);
+}
+
+/* The original unit that unit u stands for: itself, unless resumed. */
+static inline size_t eachobs__unit_origin(const eachobs_iter *it, size_t u)
+{
+	return it->resumed ? eachobs__remap_unit(&it->remap, u) : u;
 }
 
 /* The dataset index at a position of the iteration order. */

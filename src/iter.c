@@ -106,6 +106,8 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 	*it = NULL;
 	if (!data || !data->numobs || !data->getobs)
 		return -EINVAL;
+	if (!o->resume != !o->resume_len)
+		return -EINVAL;
 	if ((unsigned)o->executor > (unsigned)EACHOBS_SERIAL ||
 	    (unsigned)o->on_error > (unsigned)EACHOBS_ON_ERROR_SKIP)
 		return -EINVAL;
@@ -151,18 +153,56 @@ static size_t task_units(const eachobs_iter *it, const eachobs_options *o,
 	return it->nunits ? ceil_div(it->nunits, tasks) : 1;
 }
 
-/* Shape the run once n is known: units, task size, workers, slots. */
-static unsigned plan(eachobs_iter *it, const eachobs_options *o,
-		     const struct config *cfg)
+/* What makes the iteration order: a checkpoint resumes only under the
+ * same. seed and epoch count only when shuffling, shard_index only when
+ * sharding: elsewhere they change nothing. */
+static uint64_t order_hash(const eachobs_options *o)
 {
-	size_t workers;
+	uint64_t v[] = { o->indices ? o->nindices : UINT64_MAX,
+			 o->shuffle,
+			 o->shuffle ? o->seed : 0,
+			 o->shuffle ? o->epoch : 0,
+			 o->shard_count > 1 ? o->shard_index : 0,
+			 o->shard_count > 1 ? o->shard_count : 1,
+			 o->batchsize,
+			 o->drop_last };
+	uint64_t h = eachobs__fnv(EACHOBS__FNV_BASIS, v, sizeof(v));
 
+	if (o->indices)
+		h = eachobs__fnv(h, o->indices, o->nindices * sizeof(size_t));
+	return h;
+}
+
+/* The units of the iteration: all of the order's, or, resuming, those the
+ * checkpoint left (then it->nunits counts those). */
+static int plan_units(eachobs_iter *it, const eachobs_options *o,
+		      const struct config *cfg)
+{
 	it->batchsize = o->batchsize;
 	it->cap = cfg->cap;
 	it->npos = eachobs__sampler_len(&it->sampler);
 	if (o->batchsize && o->drop_last)
 		it->npos -= it->npos % o->batchsize;
 	it->nunits = ceil_div(it->npos, it->cap);
+	it->key = (struct eachobs__ckpt_key){ it->n, it->npos, it->nunits,
+					      o->batchsize, order_hash(o) };
+	if (!o->resume)
+		return 0;
+	int rc = eachobs__ckpt_read(&it->key, o->resume, o->resume_len,
+				    &it->remap);
+	if (rc == 0) {
+		it->resumed = true;
+		it->nunits = it->remap.total;
+	}
+	return rc;
+}
+
+/* Shape the run once the units are known: task size, workers, slots. */
+static unsigned plan(eachobs_iter *it, const eachobs_options *o,
+		     const struct config *cfg)
+{
+	size_t workers;
+
 	it->basesize = task_units(it, o, cfg->nthreads);
 	it->buffersize = cfg->buffersize;
 	it->buf_bytes = cfg->buf_bytes;
@@ -191,7 +231,8 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 	}
 	/* Batched, threads without a unit of their own help fill others'. */
 	if (it->batchsize)
-		workers = it->npos;
+		workers = it->nunits > SIZE_MAX / it->cap ? SIZE_MAX
+							  : it->nunits * it->cap;
 	if (workers > cfg->nthreads)
 		workers = cfg->nthreads;
 	/* Ordered with hold = K, the consumer's K buffers are spares outside
@@ -256,6 +297,8 @@ static void destroy(eachobs_iter *it)
 	eachobs__pool_fini(it);
 	eachobs__ring_fini(it);
 	eachobs__hold_fini(it);
+	eachobs__yielded_fini(&it->done);
+	eachobs__remap_fini(&it->remap);
 	eachobs__free(it->meta);
 	eachobs__free(it->mem);
 	eachobs__free(it->slots);
@@ -269,6 +312,10 @@ static int start(eachobs_iter *it, unsigned workers, unsigned hold)
 {
 	int rc = alloc_slots(it, hold);
 
+	/* Room for every run of yielded units there can be (resume.h). */
+	if (rc == 0)
+		rc = eachobs__yielded_init(&it->done,
+					   it->nslots + workers + 2);
 	if (rc == 0 && workers > 0 && !it->ordered)
 		rc = eachobs__ring_init(it);
 	if (rc == 0)
@@ -305,6 +352,8 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	eachobs__event_init(&it->ring.ev_free);
 	it->n = data->numobs(data->ctx);
 	rc = eachobs__sampler_init(&it->sampler, it->n, o);
+	if (rc == 0)
+		rc = plan_units(it, o, &cfg);
 	if (rc == 0)
 		rc = start(it, plan(it, o, &cfg), o->hold);
 	if (rc < 0) {
@@ -551,7 +600,14 @@ static int take_or_stash(eachobs_iter *it, struct eachobs__slot **out)
 	}
 	if (rc == EACHOBS__TAKE_FAILED)
 		return fail_from_record(it);
-	return rc == 1 ? accept(it, *out) : rc;
+	if (rc != 1)
+		return rc;
+	/* Read before accept: a skipped unit's slot goes back at once. */
+	size_t u = atomic_load_explicit(&(*out)->unit, memory_order_relaxed);
+	rc = accept(it, *out);
+	if (rc == 1 || rc == SKIPPED) /* skipped counts as yielded */
+		eachobs__yielded_add(&it->done, u);
+	return rc;
 }
 
 /* Yield the next unit: 1 with *out, 0 at the end, or < 0. */
@@ -687,6 +743,19 @@ size_t eachobs_failures(const eachobs_iter *it, eachobs_failure *out,
 	for (size_t i = 0; i < kept && i < max; i++)
 		out[i] = it->failures[i];
 	return it->nfailures;
+}
+
+size_t eachobs_length(const eachobs_iter *it)
+{
+	return it ? it->nunits : 0;
+}
+
+int eachobs_checkpoint(eachobs_iter *it, void *buf, size_t *len)
+{
+	if (!it || !len || (!buf && *len))
+		return -EINVAL;
+	return eachobs__ckpt_write(&it->key, &it->done,
+				   it->resumed ? &it->remap : NULL, buf, len);
 }
 
 /* Only lock-free atomics and futex wake-ups: safe in a signal handler.

@@ -122,7 +122,7 @@ static void record_failure(eachobs_iter *it, size_t u, size_t pos,
 static void load_entry(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
 		       size_t e)
 {
-	size_t pos = u * it->cap + e;
+	size_t pos = eachobs__unit_origin(it, u) * it->cap + e;
 	int rc = call_getobs(it, &slot->b, e, pos);
 
 	slot->b.status[e] = rc;
@@ -176,7 +176,7 @@ static size_t load_entries(eachobs_iter *it, struct eachobs__slot *slot,
 
 size_t eachobs__unit_count(const eachobs_iter *it, size_t u)
 {
-	size_t left = it->npos - u * it->cap;
+	size_t left = it->npos - eachobs__unit_origin(it, u) * it->cap;
 
 	return left < it->cap ? left : it->cap;
 }
