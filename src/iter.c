@@ -439,8 +439,9 @@ static struct eachobs__slot *serial_slot(eachobs_iter *it)
 	return NULL; /* not reached: the caller checked hold_full */
 }
 
-/* A batch is loaded a claim at a time, so that an interrupt ends the call
- * after the getobs running when it came; the batch goes on next call. */
+/* A batch of slow observations is loaded a claim at a time, so that an
+ * interrupt ends the call after the getobs running when it came; the batch
+ * goes on next call. */
 static int take_serial(eachobs_iter *it, struct eachobs__slot **out)
 {
 	struct eachobs__slot *slot = it->serial_open;
@@ -449,7 +450,8 @@ static int take_serial(eachobs_iter *it, struct eachobs__slot **out)
 		if (it->yielded >= it->nunits)
 			return 0;
 		slot = serial_slot(it);
-		if (!it->batchsize) {
+		/* Cheap entries: the whole batch at once, timed once. */
+		if (!it->batchsize || eachobs__getobs_cheap(it)) {
 			eachobs__fill(it, slot, it->yielded++);
 			*out = slot;
 			return 1;
