@@ -8,6 +8,7 @@
  *   ring.c   unordered hand-off: slots through two ck_rings, with credits
  *   order.c  ordered hand-off: the slots as a reorder window
  *   sampler.c which dataset index each position visits (shuffle, shards)
+ *   resume.c  checkpoint and resume: yielded units as spans, the record
  *   load.c   running getobs: one observation, or a batch several threads fill
  *   hold.c   what the consumer holds, and eachobs_release
  *   iter.c   the public iterator: validation, defaults, start, next, close
