@@ -213,6 +213,30 @@ typedef enum eachobs_on_error {
 typedef struct eachobs_pool eachobs_pool;
 
 /**
+ * Where the buffers that getobs() writes into, and that eachobs_next() /
+ * eachobs_next_batch() yield, come from (eachobs_options.allocator): pinned
+ * memory for asynchronous copies to a GPU (cudaHostAlloc, or
+ * cudaHostRegister on blocks of your own), huge pages, NUMA-local memory,
+ * memory shared with another process (memfd and mmap). Bookkeeping keeps
+ * using the library's own allocation.
+ *
+ * alloc is called only inside eachobs_parallel(), on its thread; it
+ * returns size bytes aligned to align (a power of two, 64 or more), or
+ * NULL, which fails eachobs_parallel() with -ENOMEM (a misaligned block,
+ * -EINVAL); every block it returned is given back with free(ctx, ptr,
+ * size), the same size, once: in eachobs_close(), or when start fails, or
+ * later, when the last DLPack tensor made from the iterator's items is
+ * deleted (eachobs_dlpack.h). So the functions and ctx must stay valid
+ * until then. free may run on any thread that closes an iterator or
+ * deletes such a tensor.
+ */
+typedef struct eachobs_allocator {
+	void *(*alloc)(void *ctx, size_t size, size_t align); /**< NULL: failure */
+	void (*free)(void *ctx, void *ptr, size_t size);      /**< required */
+	void *ctx; /**< passed to both */
+} eachobs_allocator;
+
+/**
  * Options. All-zero (or a NULL pointer) means every default; use designated
  * initializers: `eachobs_options o = { .nthreads = 8, .ordered = true };`
  * New fields are only ever appended, and their zero keeps the behaviour
@@ -442,6 +466,13 @@ typedef struct eachobs_options {
 	const void *resume;
 	/** Bytes at resume; 0 when resume is NULL (else -EINVAL). */
 	size_t resume_len;
+	/**
+	 * NULL: the library allocates the item buffers itself. Else where
+	 * they come from (see eachobs_allocator; since 0.2); the struct is
+	 * copied, its functions and ctx must outlive every block. alloc or
+	 * free NULL: -EINVAL.
+	 */
+	const eachobs_allocator *allocator;
 } eachobs_options;
 
 /** CPU numbers in eachobs_options.worker_cpus must be below this. */

@@ -4,6 +4,7 @@
  * Map of the sources:
  *   event.c  sleeping and waking: an event count over a futex
  *   alloc.c  allocation and thread creation, with test-only fault injection
+ *   arena.c  the memory items live in: the user's allocator, references
  *   pool.c   worker threads, per-worker deques of index ranges, stealing
  *   ring.c   unordered hand-off: slots through two ck_rings, with credits
  *   order.c  ordered hand-off: the slots as a reorder window
@@ -148,6 +149,24 @@ void eachobs__free(void *p);
 int eachobs__thread_create(pthread_t *t, size_t stack_size,
 			   const cpu_set_t *cpus, void *(*fn)(void *),
 			   void *arg);
+
+/* ---- arena.c: the memory items live in --------------------------------- */
+
+struct eachobs__arena {
+	_Atomic unsigned refs;     /* the iterator, and each live tensor */
+	bool user;                 /* from the user's allocator `a` */
+	eachobs_allocator a;
+	unsigned char *mem;        /* 64-byte aligned */
+	size_t size;
+};
+
+/* One block of size bytes, from a (NULL: ours), with one reference: 0,
+ * -ENOMEM, or -EINVAL for a misaligned block (given back at once). */
+int eachobs__arena_create(struct eachobs__arena **out,
+			  const eachobs_allocator *a, size_t size);
+void eachobs__arena_ref(struct eachobs__arena *ar);
+/* Drop a reference (NULL: nothing); the last frees the block. */
+void eachobs__arena_unref(struct eachobs__arena *ar);
 
 /* ---- slots ----------------------------------------------------------- */
 
@@ -348,7 +367,8 @@ struct eachobs_iter {
 	cpu_set_t cpus;
 	int worker_nice;
 	struct eachobs__slot *slots;
-	unsigned char *mem;
+	struct eachobs__arena *arena; /* every item buffer */
+	unsigned char *mem;           /* arena->mem */
 	void *meta;        /* every buffer's idx, len and status arrays */
 
 	/* Shared by every thread. */

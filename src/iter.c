@@ -108,6 +108,8 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 		return -EINVAL;
 	if (!o->resume != !o->resume_len)
 		return -EINVAL;
+	if (o->allocator && (!o->allocator->alloc || !o->allocator->free))
+		return -EINVAL;
 	if ((unsigned)o->executor > (unsigned)EACHOBS_SERIAL ||
 	    (unsigned)o->on_error > (unsigned)EACHOBS_ON_ERROR_SKIP)
 		return -EINVAL;
@@ -256,7 +258,8 @@ static void set_buf(eachobs_iter *it, struct eachobs__buf *b, size_t i,
 }
 
 /* Every unit buffer there will ever be: one per slot, and the spares. */
-static int alloc_slots(eachobs_iter *it, unsigned hold)
+static int alloc_slots(eachobs_iter *it, unsigned hold,
+		       const eachobs_allocator *a)
 {
 	size_t nspares = eachobs__hold_spares(it->ordered, hold);
 	size_t nbufs = it->nslots + nspares;
@@ -271,11 +274,14 @@ static int alloc_slots(eachobs_iter *it, unsigned hold)
 		atomic_init(&it->slots[i].turn, 0);
 		eachobs__event_init(&it->slots[i].ev);
 	}
-	it->mem = eachobs__alloc_aligned(nbufs * it->buf_bytes);
 	it->meta = eachobs__alloc_aligned(nbufs * it->cap *
 					  (2 * sizeof(size_t) + sizeof(int)));
-	if (!it->mem || !it->meta)
+	if (!it->meta)
 		return -ENOMEM;
+	rc = eachobs__arena_create(&it->arena, a, nbufs * it->buf_bytes);
+	if (rc < 0)
+		return rc;
+	it->mem = it->arena->mem;
 	for (size_t i = 0; i < it->nslots; i++)
 		set_buf(it, &it->slots[i].b, i, nbufs);
 	rc = eachobs__hold_init(it, hold);
@@ -300,7 +306,7 @@ static void destroy(eachobs_iter *it)
 	eachobs__yielded_fini(&it->done);
 	eachobs__remap_fini(&it->remap);
 	eachobs__free(it->meta);
-	eachobs__free(it->mem);
+	eachobs__arena_unref(it->arena);
 	eachobs__free(it->slots);
 	/* Last: workers take it on a failure until they are joined. */
 	if (it->fail_lock_ready)
@@ -308,9 +314,10 @@ static void destroy(eachobs_iter *it)
 	eachobs__free(it);
 }
 
-static int start(eachobs_iter *it, unsigned workers, unsigned hold)
+static int start(eachobs_iter *it, unsigned workers, unsigned hold,
+		 const eachobs_allocator *a)
 {
-	int rc = alloc_slots(it, hold);
+	int rc = alloc_slots(it, hold, a);
 
 	/* Room for every run of yielded units there can be (resume.h). */
 	if (rc == 0)
@@ -355,7 +362,7 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	if (rc == 0)
 		rc = plan_units(it, o, &cfg);
 	if (rc == 0)
-		rc = start(it, plan(it, o, &cfg), o->hold);
+		rc = start(it, plan(it, o, &cfg), o->hold, o->allocator);
 	if (rc < 0) {
 		destroy(it);
 		return rc;
