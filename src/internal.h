@@ -11,7 +11,7 @@
  *   load.c   running getobs: one observation, or a batch several threads fill
  *   hold.c   what the consumer holds, and eachobs_release
  *   iter.c   the public iterator: validation, defaults, start, next, close
- *   error.c  eachobs_strerror
+ *   error.c  eachobs_strerror, eachobs_last_error and the messages
  *   abi.c    what keeps programs built against other 0.x headers working:
  *            options and stats passed with their size, the 0.1 entry
  *            points, the version
@@ -37,6 +37,25 @@
  * The cost: a dlopen()ed libeachobs needs the few bytes of static TLS
  * surplus glibc keeps for that. */
 #define EACHOBS__TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
+/* ---- error.c: what eachobs_last_error says ------------------------- */
+
+/* Format the calling thread's eachobs_last_error message and return code:
+ * every failure site of the public API returns through it (error.c says
+ * in which style). Only on failure paths: it costs a vsnprintf. */
+int eachobs__fail(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), cold));
+/* The same with a static message, no formatting: async-signal-safe. */
+int eachobs__fail_static(int code, const char *msg) __attribute__((cold));
+/* A getobs failure that fn (the public function) reports: code at idx. */
+int eachobs__fail_getobs(int code, const char *fn, size_t idx)
+	__attribute__((cold));
+/* Thread j (0-based) of n could not be created: pthread_create's err
+ * (positive), the stack size and the affinity it was given (or NULL);
+ * who names the thread ("worker", "eachobs_pool_create:"). */
+int eachobs__fail_thread(int code, int err, const char *who, unsigned j,
+			 unsigned n, size_t stack_size, const cpu_set_t *cpus)
+	__attribute__((cold));
 
 /* ---- abi.c: the structs that grow ----------------------------------- */
 
