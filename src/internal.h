@@ -20,6 +20,7 @@
 #define EACHOBS_INTERNAL_H
 
 #include "eachobs.h"
+#include "error.h"
 #include "sampler.h"
 
 #include <ck_ring.h>
@@ -38,18 +39,8 @@
  * surplus glibc keeps for that. */
 #define EACHOBS__TLS _Thread_local __attribute__((tls_model("initial-exec")))
 
-/* ---- error.c: what eachobs_last_error says ------------------------- */
+/* ---- error.c (also error.h) ------------------------------------------ */
 
-/* Format the calling thread's eachobs_last_error message and return code:
- * every failure site of the public API returns through it (error.c says
- * in which style). Only on failure paths: it costs a vsnprintf. */
-int eachobs__fail(int code, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3), cold));
-/* The same with a static message, no formatting: async-signal-safe. */
-int eachobs__fail_static(int code, const char *msg) __attribute__((cold));
-/* A getobs failure that fn (the public function) reports: code at idx. */
-int eachobs__fail_getobs(int code, const char *fn, size_t idx)
-	__attribute__((cold));
 /* Thread j (0-based) of n could not be created: pthread_create's err
  * (positive), the stack size and the affinity it was given (or NULL);
  * who names the thread ("worker", "eachobs_pool_create:"). */
