@@ -109,15 +109,15 @@ static int slots_fail(const struct config *cfg, const eachobs_options *o,
 {
 	if (units > EACHOBS_MAX_SLOTS)
 		return eachobs__fail(-EINVAL,
-				     "%zu slots (buffersize %zu + nthreads %u + "
-				     "max(1, hold %u)) exceed EACHOBS_MAX_SLOTS "
+				     "buffersize %zu + nthreads %u + max(1, hold "
+				     "%u) = %zu slots exceed EACHOBS_MAX_SLOTS "
 				     "(%u)",
-				     units, cfg->buffersize, cfg->nthreads,
-				     o->hold, EACHOBS_MAX_SLOTS);
+				     cfg->buffersize, cfg->nthreads, o->hold,
+				     units, EACHOBS_MAX_SLOTS);
 	return eachobs__fail(-EINVAL,
-			     "%zu slots of %zu bytes (data->obs_size %zu, "
-			     "batchsize %zu) overflow size_t",
-			     units, cfg->buf_bytes, obs_size, o->batchsize);
+			     "data->obs_size %zu with batchsize %zu: %zu slots "
+			     "of %zu bytes overflow size_t",
+			     obs_size, o->batchsize, units, cfg->buf_bytes);
 }
 
 /* Everything that can be checked before numobs is called. */
