@@ -911,8 +911,11 @@ Test(errors, a_success_leaves_the_message_unchanged)
 	struct ds d = ds_make(50);
 	eachobs_dataset data = ds_data(&d, 8);
 	eachobs_options o = { .nthreads = 2, .hold = 1 };
+	eachobs_options serial = { .executor = EACHOBS_SERIAL,
+				   .batchsize = 4 };
 	eachobs_iter *it;
 	eachobs_stats st;
+	eachobs_batch b;
 	eachobs_pool *pool;
 	const void *obs;
 	size_t len;
@@ -923,7 +926,7 @@ Test(errors, a_success_leaves_the_message_unchanged)
 	const char *m = eachobs_last_error();
 	snprintf(before, sizeof(before), "%s", m);
 
-	/* Every kind of call, each succeeding. */
+	/* Every call that can fail, each succeeding on this thread. */
 	cr_assert_eq(eachobs_pool_create(&pool, 1), 0);
 	eachobs_pool_destroy(pool);
 	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
@@ -931,13 +934,20 @@ Test(errors, a_success_leaves_the_message_unchanged)
 	cr_assert_eq(eachobs_obs_length(it, obs, &len), 0);
 	cr_assert_eq(eachobs_release(it, obs), 0);
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
-	cr_assert_eq(eachobs_interrupt(it), 0);
-	cr_assert_eq(eachobs_next(it, &obs, NULL), -EINTR);
-	snprintf(before, sizeof(before), "%s", eachobs_last_error());
-	m = eachobs_last_error();
+	cr_assert_eq(eachobs_get_stats_sized(it, &st, sizeof(st)), 0);
 	while (eachobs_next(it, &obs, NULL) == 1)
 		cr_assert_eq(eachobs_release(it, obs), 0);
 	cr_assert_eq(eachobs_next(it, &obs, NULL), 0, "the end is no failure");
+	eachobs_close(it);
+	/* eachobs_set_length succeeding inside a getobs on this thread. */
+	d.set_len_call = true;
+	d.set_len = 4;
+	cr_assert_eq(eachobs_parallel_sized(&it, &data, &serial,
+					    sizeof(serial)),
+		     0);
+	cr_assert_eq(eachobs_next_batch(it, &b), 1);
+	cr_assert_eq(d.set_len_rc, 0);
+	cr_assert_eq(eachobs_interrupt(it), 0);
 	eachobs_close(it);
 	cr_assert_eq(eachobs_last_error(), m, "the message moved");
 	cr_assert_str_eq(eachobs_last_error(), before);
@@ -955,8 +965,12 @@ struct side {
 static void *fail_then_read(void *arg)
 {
 	struct side *p = arg;
+	struct ds d = ds_make(10);
+	eachobs_dataset data = ds_data(&d, 8);
+	eachobs_iter *it;
 
-	p->rc = start_with(p->o, 8);
+	/* No Criterion assertion off the test's thread. */
+	p->rc = eachobs_parallel(&it, &data, &p->o);
 	pthread_barrier_wait(p->both_failed);
 	snprintf(p->msg, sizeof(p->msg), "%s", eachobs_last_error());
 	return NULL;
@@ -982,12 +996,29 @@ Test(errors, each_thread_reads_its_own_message)
 }
 
 /* A getobs failure is set on the consumer's thread, the one whose
- * eachobs_next returns it, and every sticky repetition says it again. */
+ * eachobs_next returns it (BACKGROUND: getobs never runs there), and every
+ * sticky repetition says it again. */
 Test(errors, a_getobs_failure_is_reported_on_the_consumers_thread)
 {
-	cr_assert_eq(next_getobs(NULL), -EBADMSG);
-	cr_assert(strstr(eachobs_last_error(), "getobs(17)"), "read \"%s\"",
-		  eachobs_last_error());
+	struct ds d = ds_make(40);
+	eachobs_dataset data = ds_data(&d, 8);
+	eachobs_options o = { .executor = EACHOBS_BACKGROUND, .nthreads = 2 };
+	eachobs_iter *it;
+	int rc;
+
+	d.fail_idx = 17;
+	d.fail_code = -EBADMSG;
+	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
+	while ((rc = eachobs_next(it, NULL, NULL)) == 1)
+		;
+	cr_assert_eq(rc, -EBADMSG);
+	cr_assert(strstr(eachobs_last_error(), "getobs(17) failed"),
+		  "read \"%s\"", eachobs_last_error());
+	cr_assert_eq(eachobs_pool_create(NULL, 1), -EINVAL);
+	cr_assert_eq(eachobs_next(it, NULL, NULL), -EBADMSG);
+	cr_assert(strstr(eachobs_last_error(), "getobs(17) failed"),
+		  "the sticky failure read \"%s\"", eachobs_last_error());
+	eachobs_close(it);
 }
 
 /* The string stays valid and unchanged until the next failing call on
@@ -1043,5 +1074,28 @@ Test(errors, each_failed_allocation_says_what_it_was_for)
 					  18) == 0,
 				  "allocation %ld: \"%s\"", k, eachobs_last_error());
 		}
+	}
+}
+
+/* Every thread creation of a start failing in turn: each -EAGAIN says
+ * which thread could not be created, and why. */
+Test(errors, each_failed_thread_creation_names_the_thread)
+{
+	for (long k = 0; k < 3; k++) {
+		struct ds d = ds_make(100);
+		eachobs_dataset data = ds_data(&d, 8);
+		eachobs_options o = { .nthreads = 3,
+				      .executor = EACHOBS_BACKGROUND };
+		eachobs_iter *it;
+		char want[64];
+
+		eachobs__fault_thread_after(k);
+		int rc = eachobs_parallel(&it, &data, &o);
+		eachobs__fault_thread_after(-1);
+		cr_assert_eq(rc, -EAGAIN);
+		snprintf(want, sizeof(want), "worker thread %ld of 3 could not "
+			 "be created", k + 1);
+		cr_assert(strstr(eachobs_last_error(), want), "step %ld: \"%s\"",
+			  k, eachobs_last_error());
 	}
 }
