@@ -39,9 +39,9 @@ int eachobs__hold_init(eachobs_iter *it, unsigned hold)
 	h->items = eachobs__calloc(h->max, sizeof(*h->items));
 	if (!h->items)
 		return eachobs__fail(-ENOMEM,
-				     "out of memory for the list of hold %u "
-				     "items",
-				     hold);
+				     "out of memory for the list of %u held "
+				     "items (hold %u)",
+				     h->max, hold);
 	if (swapping(it)) {
 		h->spares = eachobs__calloc(h->max, sizeof(*h->spares));
 		if (!h->spares)
