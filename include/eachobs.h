@@ -68,7 +68,9 @@
  * Every function that can fail returns 0 (or 1 for "an item") or a negative
  * errno value; nothing is reported through the global errno. Codes that
  * getobs() returns are passed through unchanged. eachobs_strerror() names
- * every code.
+ * every code; eachobs_last_error() says what the last failing call on the
+ * calling thread found wrong ("nthreads 100000 exceeds
+ * EACHOBS_MAX_THREADS (1024)"), like errno set only on failure.
  *
  * Versions and compatibility
  * --------------------------
@@ -1034,6 +1036,35 @@ EACHOBS_API unsigned long long eachobs_seed(unsigned long long seed,
  * Thread: any; never blocks.
  */
 EACHOBS_API const char *eachobs_strerror(int code);
+
+/**
+ * What the last failing eachobs call on this thread found wrong, in words:
+ * the argument as the program writes it, its value and the limit it broke
+ * ("nthreads 100000 exceeds EACHOBS_MAX_THREADS (1024)",
+ * "eachobs_next: the iterator is batched (batchsize 64): use
+ * eachobs_next_batch"), what could not be allocated or created, or which
+ * getobs() failed ("eachobs_next: getobs(17) failed: Bad message (-74)").
+ *
+ * Every call of this API that returns a negative code sets it, also for
+ * codes passed through from getobs(). Like errno, a call that succeeds
+ * leaves it unchanged: read it right after the call that failed, and test
+ * the returned code, not the message, to learn whether a call failed. The
+ * code is the part to act on; the wording is for people and may change
+ * between releases.
+ *
+ * @return the message, never NULL: "" until a call fails on this thread.
+ *   The string belongs to the library; it stays valid and unchanged until
+ *   the next failing eachobs call on this thread, or the thread's exit.
+ *   Copy it to keep it longer.
+ *
+ * Thread: any. Each thread has its own message, set only by the calls it
+ * makes: a getobs() failure is set on the thread whose eachobs_next() or
+ * eachobs_next_batch() returns it, not on the worker that ran getobs(); an
+ * eachobs_set_length() that fails sets it on the thread running that
+ * getobs(). Never blocks. eachobs_interrupt(NULL) in a signal handler
+ * sets a fixed message, without formatting, and stays async-signal-safe.
+ */
+EACHOBS_API const char *eachobs_last_error(void);
 
 /**
  * The version of the library the program is running with, spelt as

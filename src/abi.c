@@ -41,27 +41,39 @@ static size_t min_size(size_t a, size_t b)
 	return a < b ? a : b;
 }
 
-static bool zero_from(const void *p, size_t from, size_t to)
+/* The offset of the first byte in [from, to) that is not zero, or to. */
+static size_t nonzero_from(const void *p, size_t from, size_t to)
 {
 	const unsigned char *b = p;
 
 	for (size_t i = from; i < to; i++)
 		if (b[i])
-			return false;
-	return true;
+			return i;
+	return to;
 }
 
 int eachobs_parallel_sized(eachobs_iter **itp, const eachobs_dataset *data,
 			   const eachobs_options *opts, size_t opts_size)
 {
 	eachobs_options o;
+	size_t set;
 	int rc = 0;
 
 	memset(&o, 0, sizeof(o));
 	if (opts && opts_size < EACHOBS__OPTIONS_SIZE_0_1)
-		rc = -EINVAL;
-	else if (opts && !zero_from(opts, sizeof(o), opts_size))
-		rc = -E2BIG;
+		rc = eachobs__fail(-EINVAL,
+				   "eachobs_parallel_sized: opts_size %zu is "
+				   "below the 0.1 options size (%zu)",
+				   opts_size, (size_t)EACHOBS__OPTIONS_SIZE_0_1);
+	else if (opts && (set = nonzero_from(opts, sizeof(o), opts_size)) <
+				 opts_size)
+		rc = eachobs__fail(-E2BIG,
+				   "eachobs_parallel_sized: opts_size %zu "
+				   "exceeds this library's options (%zu bytes) "
+				   "and byte %zu is not zero: the program sets "
+				   "an option that eachobs %s does not have",
+				   opts_size, sizeof(o), set,
+				   eachobs_version_string());
 	if (rc < 0) {
 		if (itp)
 			*itp = NULL;
@@ -77,8 +89,15 @@ int eachobs_get_stats_sized(const eachobs_iter *it, eachobs_stats *st,
 {
 	eachobs_stats s;
 
-	if (!it || !st || size < EACHOBS__STATS_SIZE_0_1)
-		return -EINVAL;
+	if (!it)
+		return eachobs__fail(-EINVAL, "eachobs_get_stats: it is NULL");
+	if (!st)
+		return eachobs__fail(-EINVAL, "eachobs_get_stats: st is NULL");
+	if (size < EACHOBS__STATS_SIZE_0_1)
+		return eachobs__fail(-EINVAL,
+				     "eachobs_get_stats_sized: size %zu is "
+				     "below the 0.1 stats size (%zu)",
+				     size, (size_t)EACHOBS__STATS_SIZE_0_1);
 	eachobs__get_stats(it, &s);
 	memcpy(st, &s, min_size(size, sizeof(s)));
 	if (size > sizeof(s))

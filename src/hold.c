@@ -38,11 +38,17 @@ int eachobs__hold_init(eachobs_iter *it, unsigned hold)
 	h->max = hold ? hold : 1;
 	h->items = eachobs__calloc(h->max, sizeof(*h->items));
 	if (!h->items)
-		return -ENOMEM;
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for the list of %u held "
+				     "items (hold %u)",
+				     h->max, hold);
 	if (swapping(it)) {
 		h->spares = eachobs__calloc(h->max, sizeof(*h->spares));
 		if (!h->spares)
-			return -ENOMEM;
+			return eachobs__fail(-ENOMEM,
+					     "out of memory for hold %u spare "
+					     "buffers",
+					     hold);
 		h->nspares = h->max; /* the caller points them at memory */
 	}
 	return 0;
@@ -124,7 +130,10 @@ int eachobs__hold_release(eachobs_iter *it, const void *data)
 			return 0;
 		}
 	}
-	return -EINVAL;
+	return eachobs__fail(-EINVAL,
+			     "eachobs_release: pointer %p is not a held item "
+			     "(never yielded, or released already)",
+			     data);
 }
 
 void eachobs__hold_release_auto(eachobs_iter *it)

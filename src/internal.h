@@ -13,7 +13,7 @@
  *   load.c   running getobs: one observation, or a batch several threads fill
  *   hold.c   what the consumer holds, and eachobs_release
  *   iter.c   the public iterator: validation, defaults, start, next, close
- *   error.c  eachobs_strerror
+ *   error.c  eachobs_strerror, eachobs_last_error and the messages
  *   abi.c    what keeps programs built against other 0.x headers working:
  *            options and stats passed with their size, the 0.1 entry
  *            points, the version
@@ -22,6 +22,7 @@
 #define EACHOBS_INTERNAL_H
 
 #include "eachobs.h"
+#include "error.h"
 #include "resume.h"
 #include "sampler.h"
 
@@ -40,6 +41,15 @@
  * The cost: a dlopen()ed libeachobs needs the few bytes of static TLS
  * surplus glibc keeps for that. */
 #define EACHOBS__TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
+/* ---- error.c (also error.h) ------------------------------------------ */
+
+/* Thread j (0-based) of n could not be created: pthread_create's err
+ * (positive), the stack size and the affinity it was given (or NULL);
+ * who names the thread ("worker", "eachobs_pool_create:"). */
+int eachobs__fail_thread(int code, int err, const char *who, unsigned j,
+			 unsigned n, size_t stack_size, const cpu_set_t *cpus)
+	__attribute__((cold));
 
 /* ---- abi.c: the structs that grow ----------------------------------- */
 

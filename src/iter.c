@@ -69,11 +69,17 @@ static int unit_size(const eachobs_dataset *data, const eachobs_options *o,
 		     struct config *cfg)
 {
 	if (o->batchsize > EACHOBS_MAX_BATCHSIZE)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL,
+				     "batchsize %zu exceeds EACHOBS_MAX_BATCHSIZE "
+				     "(%zu)",
+				     o->batchsize, EACHOBS_MAX_BATCHSIZE);
 	cfg->cap = o->batchsize ? o->batchsize : 1;
 	if (data->obs_size && cfg->cap > (SIZE_MAX - EACHOBS__CACHELINE) /
 						 data->obs_size)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL,
+				     "data->obs_size %zu times batchsize %zu "
+				     "overflows size_t",
+				     data->obs_size, o->batchsize);
 	cfg->buf_bytes = (cfg->cap * data->obs_size + EACHOBS__CACHELINE - 1) &
 			 ~(size_t)(EACHOBS__CACHELINE - 1);
 	/* Even empty observations get a cache line each, so that every unit
@@ -97,24 +103,61 @@ static bool fits(const struct config *cfg, size_t units)
 	return units <= SIZE_MAX / meta / cfg->cap;
 }
 
+/* What fits() found wrong with units slots (failure path only). */
+static int slots_fail(const struct config *cfg, const eachobs_options *o,
+		      size_t obs_size, size_t units)
+{
+	if (units > EACHOBS_MAX_SLOTS)
+		return eachobs__fail(-EINVAL,
+				     "buffersize %zu + nthreads %u + max(1, hold "
+				     "%u) = %zu slots exceed EACHOBS_MAX_SLOTS "
+				     "(%u)",
+				     cfg->buffersize, cfg->nthreads, o->hold,
+				     units, EACHOBS_MAX_SLOTS);
+	return eachobs__fail(-EINVAL,
+			     "data->obs_size %zu with batchsize %zu: %zu slots "
+			     "of %zu bytes overflow size_t",
+			     obs_size, o->batchsize, units, cfg->buf_bytes);
+}
+
 /* Everything that can be checked before numobs is called. */
 static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 		      const eachobs_options *o, struct config *cfg)
 {
 	if (!it)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL, "eachobs_parallel: it is NULL");
 	*it = NULL;
-	if (!data || !data->numobs || !data->getobs)
-		return -EINVAL;
+	if (!data)
+		return eachobs__fail(-EINVAL, "eachobs_parallel: data is NULL");
+	if (!data->numobs)
+		return eachobs__fail(-EINVAL, "data->numobs is NULL");
+	if (!data->getobs)
+		return eachobs__fail(-EINVAL, "data->getobs is NULL");
 	if (!o->resume != !o->resume_len)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL,
+				     "resume %s with resume_len %zu",
+				     o->resume ? "is set" : "is NULL",
+				     o->resume_len);
 	if (o->allocator && (!o->allocator->alloc || !o->allocator->free))
-		return -EINVAL;
-	if ((unsigned)o->executor > (unsigned)EACHOBS_SERIAL ||
-	    (unsigned)o->on_error > (unsigned)EACHOBS_ON_ERROR_SKIP)
-		return -EINVAL;
-	if (o->nthreads > EACHOBS_MAX_THREADS || o->hold > EACHOBS_MAX_SLOTS)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL, "allocator->%s is NULL",
+				     o->allocator->alloc ? "free" : "alloc");
+	if ((unsigned)o->executor > (unsigned)EACHOBS_SERIAL)
+		return eachobs__fail(-EINVAL,
+				     "executor %d is not an eachobs_executor",
+				     (int)o->executor);
+	if ((unsigned)o->on_error > (unsigned)EACHOBS_ON_ERROR_SKIP)
+		return eachobs__fail(-EINVAL,
+				     "on_error %d is not an eachobs_on_error",
+				     (int)o->on_error);
+	if (o->nthreads > EACHOBS_MAX_THREADS)
+		return eachobs__fail(-EINVAL,
+				     "nthreads %u exceeds EACHOBS_MAX_THREADS "
+				     "(%u)",
+				     o->nthreads, EACHOBS_MAX_THREADS);
+	if (o->hold > EACHOBS_MAX_SLOTS)
+		return eachobs__fail(-EINVAL,
+				     "hold %u exceeds EACHOBS_MAX_SLOTS (%u)",
+				     o->hold, EACHOBS_MAX_SLOTS);
 	if (unit_size(data, o, cfg) < 0)
 		return -EINVAL;
 	cfg->nthreads = o->nthreads ? o->nthreads
@@ -124,19 +167,38 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 					: default_buffersize(o, cfg->nthreads,
 							     cfg->buf_bytes);
 	if (o->executor == EACHOBS_SERIAL)
-		return fits(cfg, cfg->consumer) ? 0 : -EINVAL;
+		return fits(cfg, cfg->consumer) ? 0
+						: slots_fail(cfg, o, data->obs_size,
+							     cfg->consumer);
 	if (o->stack_size && o->stack_size < (size_t)PTHREAD_STACK_MIN)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL,
+				     "stack_size %zu is below PTHREAD_STACK_MIN "
+				     "(%zu)",
+				     o->stack_size, (size_t)PTHREAD_STACK_MIN);
 	if (o->worker_nice < 0 || o->worker_nice > 19)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL,
+				     "worker_nice %d is outside 0..19",
+				     o->worker_nice);
 	if (o->nworker_cpus && !o->worker_cpus)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL,
+				     "worker_cpus is NULL with nworker_cpus %u",
+				     o->nworker_cpus);
 	for (unsigned i = 0; i < o->nworker_cpus; i++)
 		if (o->worker_cpus[i] >= EACHOBS_MAX_CPU)
-			return -EINVAL;
-	if (cfg->buffersize > EACHOBS_MAX_SLOTS ||
-	    !fits(cfg, cfg->buffersize + cfg->nthreads + cfg->consumer))
-		return -EINVAL;
+			return eachobs__fail(-EINVAL,
+					     "worker_cpus[%u] = %u is not below "
+					     "EACHOBS_MAX_CPU (%u)",
+					     i, o->worker_cpus[i],
+					     EACHOBS_MAX_CPU);
+	if (cfg->buffersize > EACHOBS_MAX_SLOTS)
+		return eachobs__fail(-EINVAL,
+				     "buffersize %zu exceeds EACHOBS_MAX_SLOTS "
+				     "(%u)",
+				     cfg->buffersize, EACHOBS_MAX_SLOTS);
+	if (!fits(cfg, cfg->buffersize + cfg->nthreads + cfg->consumer))
+		return slots_fail(cfg, o, data->obs_size,
+				  cfg->buffersize + cfg->nthreads +
+					  cfg->consumer);
 	return 0;
 }
 
@@ -192,11 +254,17 @@ static int plan_units(eachobs_iter *it, const eachobs_options *o,
 		return 0;
 	int rc = eachobs__ckpt_read(&it->key, o->resume, o->resume_len,
 				    &it->remap);
-	if (rc == 0) {
-		it->resumed = true;
-		it->nunits = it->remap.total;
-	}
-	return rc;
+	if (rc == -EINVAL)
+		return eachobs__fail(rc, "resume: the %zu bytes are not a "
+				     "checkpoint of this iteration (damaged, "
+				     "truncated, or taken with another numobs "
+				     "or other order options)", o->resume_len);
+	if (rc < 0)
+		return eachobs__fail(rc, "resume: out of memory for the "
+				     "checkpoint's %zu bytes", o->resume_len);
+	it->resumed = true;
+	it->nunits = it->remap.total;
+	return 0;
 }
 
 /* Shape the run once the units are known: task size, workers, slots. */
@@ -267,7 +335,8 @@ static int alloc_slots(eachobs_iter *it, unsigned hold,
 
 	it->slots = eachobs__alloc_aligned(it->nslots * sizeof(*it->slots));
 	if (!it->slots)
-		return -ENOMEM;
+		return eachobs__fail(-ENOMEM, "out of memory for %zu slots",
+				     it->nslots);
 	/* Before anything can fail: close wakes every slot's event. */
 	memset(it->slots, 0, it->nslots * sizeof(*it->slots));
 	for (size_t i = 0; i < it->nslots; i++) {
@@ -277,10 +346,19 @@ static int alloc_slots(eachobs_iter *it, unsigned hold,
 	it->meta = eachobs__alloc_aligned(nbufs * it->cap *
 					  (2 * sizeof(size_t) + sizeof(int)));
 	if (!it->meta)
-		return -ENOMEM;
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for %zu buffers' indices "
+				     "and lengths", nbufs);
 	rc = eachobs__arena_create(&it->arena, a, nbufs * it->buf_bytes);
+	if (rc == -ENOMEM)
+		return eachobs__fail(rc,
+				     "out of memory for %zu buffers of %zu bytes "
+				     "(buffersize %zu + workers + hold)%s",
+				     nbufs, it->buf_bytes, it->buffersize,
+				     a ? ": the allocator returned NULL" : "");
 	if (rc < 0)
-		return rc;
+		return eachobs__fail(rc, "allocator: its block is not aligned "
+				     "to %d bytes", EACHOBS__CACHELINE);
 	it->mem = it->arena->mem;
 	for (size_t i = 0; i < it->nslots; i++)
 		set_buf(it, &it->slots[i].b, i, nbufs);
@@ -342,7 +420,9 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 		return rc;
 	eachobs_iter *it = eachobs__alloc_aligned(sizeof(*it));
 	if (!it)
-		return -ENOMEM;
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for the iterator (%zu bytes)",
+				     sizeof(*it));
 	memset(it, 0, sizeof(*it));
 	pthread_mutex_init(&it->fail.lock, NULL);
 	it->fail_lock_ready = true;
@@ -655,14 +735,39 @@ static int next_counted(eachobs_iter *it, const struct eachobs__buf **out)
 	return rc;
 }
 
+/* Why a call of fn (eachobs_next or _batch) returned rc < 0: each code
+ * next_unit returns. */
+static int next_fail(const eachobs_iter *it, const char *fn, int rc)
+{
+	if (rc == it->err) /* sticky: what a getobs returned */
+		return eachobs__fail_getobs(rc, fn, it->err_idx);
+	if (rc == -EINTR)
+		return eachobs__fail(rc,
+				     "%s: interrupted by eachobs_interrupt "
+				     "(call again to go on)",
+				     fn);
+	if (rc == -ENOBUFS)
+		return eachobs__fail(rc,
+				     "%s: %u items are held, as many as hold %u "
+				     "allows (eachobs_release one, then call "
+				     "again)",
+				     fn, it->hold.n, it->hold.max);
+	return eachobs__fail(rc, "%s: %s", fn, eachobs_strerror(rc));
+}
+
 int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx)
 {
 	const struct eachobs__buf *b;
 
 	if (obs)
 		*obs = NULL;
-	if (!it || it->batchsize)
-		return -EINVAL;
+	if (!it)
+		return eachobs__fail(-EINVAL, "eachobs_next: it is NULL");
+	if (it->batchsize)
+		return eachobs__fail(-EINVAL,
+				     "eachobs_next: the iterator is batched "
+				     "(batchsize %zu): use eachobs_next_batch",
+				     it->batchsize);
 	int rc = next_counted(it, &b);
 	if (rc == 1) {
 		if (obs)
@@ -672,7 +777,7 @@ int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx)
 	} else if (rc < 0 && rc == it->err && idx) { /* sticky */
 		*idx = it->err_idx;
 	}
-	return rc;
+	return rc < 0 ? next_fail(it, "eachobs_next", rc) : rc;
 }
 
 int eachobs_next_batch(eachobs_iter *it, eachobs_batch *batch)
@@ -680,10 +785,14 @@ int eachobs_next_batch(eachobs_iter *it, eachobs_batch *batch)
 	const struct eachobs__buf *b;
 
 	if (!batch)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL, "eachobs_next_batch: batch is NULL");
 	memset(batch, 0, sizeof(*batch));
-	if (!it || !it->batchsize)
-		return -EINVAL;
+	if (!it)
+		return eachobs__fail(-EINVAL, "eachobs_next_batch: it is NULL");
+	if (!it->batchsize)
+		return eachobs__fail(-EINVAL,
+				     "eachobs_next_batch: the iterator is not "
+				     "batched (batchsize 0): use eachobs_next");
 	int rc = next_counted(it, &b);
 	if (rc == 1) {
 		batch->data = b->data;
@@ -694,14 +803,35 @@ int eachobs_next_batch(eachobs_iter *it, eachobs_batch *batch)
 	} else if (rc < 0 && rc == it->err) { /* sticky */
 		batch->idx = &it->err_idx;
 	}
-	return rc;
+	return rc < 0 ? next_fail(it, "eachobs_next_batch", rc) : rc;
 }
 
 int eachobs_release(eachobs_iter *it, const void *data)
 {
-	if (!it || !data || it->hold.automatic)
-		return -EINVAL;
+	if (!it)
+		return eachobs__fail(-EINVAL, "eachobs_release: it is NULL");
+	if (!data)
+		return eachobs__fail(-EINVAL, "eachobs_release: data is NULL");
+	if (it->hold.automatic)
+		return eachobs__fail(-EINVAL,
+				     "eachobs_release: hold is 0 (the next "
+				     "eachobs_next gives each item back)");
 	return eachobs__hold_release(it, data);
+}
+
+static int obs_length_fail(const eachobs_iter *it, const void *obs,
+			   const size_t *len)
+{
+	if (!it)
+		return eachobs__fail(-EINVAL, "eachobs_obs_length: it is NULL");
+	if (!obs)
+		return eachobs__fail(-EINVAL, "eachobs_obs_length: obs is NULL");
+	if (!len)
+		return eachobs__fail(-EINVAL, "eachobs_obs_length: len is NULL");
+	return eachobs__fail(-EINVAL,
+			     "eachobs_obs_length: obs %p is not a currently "
+			     "valid observation of it",
+			     obs);
 }
 
 int eachobs_obs_length(const eachobs_iter *it, const void *obs, size_t *len)
@@ -710,7 +840,7 @@ int eachobs_obs_length(const eachobs_iter *it, const void *obs, size_t *len)
 						 : NULL;
 
 	if (!b || !len)
-		return -EINVAL;
+		return obs_length_fail(it, obs, len);
 	*len = b->len[0];
 	return 0;
 }
@@ -761,10 +891,22 @@ size_t eachobs_length(const eachobs_iter *it)
 
 int eachobs_checkpoint(eachobs_iter *it, void *buf, size_t *len)
 {
-	if (!it || !len || (!buf && *len))
-		return -EINVAL;
-	return eachobs__ckpt_write(&it->key, &it->done,
-				   it->resumed ? &it->remap : NULL, buf, len);
+	if (!it || !len)
+		return eachobs__fail(-EINVAL, "eachobs_checkpoint: %s is NULL",
+				     it ? "len" : "it");
+	if (!buf && *len)
+		return eachobs__fail(-EINVAL, "eachobs_checkpoint: buf is NULL "
+				     "with *len %zu", *len);
+	size_t room = *len;
+	int rc = eachobs__ckpt_write(&it->key, &it->done,
+				     it->resumed ? &it->remap : NULL, buf, len);
+	if (rc == -ENOSPC)
+		return eachobs__fail(rc, "eachobs_checkpoint: %zu bytes of room, "
+				     "%zu needed", room, *len);
+	if (rc < 0)
+		return eachobs__fail(rc, "eachobs_checkpoint: the record of "
+				     "yielded items could not grow");
+	return 0;
 }
 
 /* Only lock-free atomics and futex wake-ups: safe in a signal handler.
@@ -772,7 +914,8 @@ int eachobs_checkpoint(eachobs_iter *it, void *buf, size_t *len)
 int eachobs_interrupt(eachobs_iter *it)
 {
 	if (!it)
-		return -EINVAL;
+		return eachobs__fail_static(-EINVAL,
+					    "eachobs_interrupt: it is NULL");
 	int saved = errno;
 	atomic_fetch_add_explicit(&it->interrupts, 1, memory_order_seq_cst);
 	if (it->ordered)

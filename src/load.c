@@ -53,8 +53,15 @@ bool eachobs_cancelled(void)
 
 int eachobs_set_length(size_t nbytes)
 {
-	if (!loading || nbytes > loading->data.obs_size)
-		return -EINVAL;
+	if (!loading)
+		return eachobs__fail(-EINVAL,
+				     "eachobs_set_length: not called from "
+				     "inside a getobs that eachobs runs");
+	if (nbytes > loading->data.obs_size)
+		return eachobs__fail(-EINVAL,
+				     "eachobs_set_length: nbytes %zu exceeds "
+				     "data->obs_size %zu",
+				     nbytes, loading->data.obs_size);
 	*loading_len = nbytes;
 	return 0;
 }

@@ -74,13 +74,16 @@ int eachobs__pool_init(eachobs_iter *it, unsigned nthreads)
 		return 0;
 	p->workers = eachobs__alloc_aligned(nthreads * sizeof(*p->workers));
 	if (!p->workers)
-		return -ENOMEM;
+		return eachobs__fail(-ENOMEM, "out of memory for %u workers",
+				     nthreads);
 	memset(p->workers, 0, nthreads * sizeof(*p->workers));
 	if (it->ordered)
 		return 0;
 	p->deques = eachobs__alloc_aligned(nthreads * sizeof(*p->deques));
 	if (!p->deques)
-		return -ENOMEM;
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for %u workers' deques",
+				     nthreads);
 	for (unsigned j = 0; j < nthreads; j++)
 		pthread_mutex_init(&p->deques[j].lock, NULL);
 	spread_tasks(it);
@@ -310,11 +313,14 @@ static void *worker_main(void *arg)
 static int create(eachobs_iter *it, unsigned j)
 {
 	struct eachobs__worker *w = &it->pool.workers[j];
+	int err = eachobs__thread_create(&w->thread, it->stack_size,
+					 it->pin ? &it->cpus : NULL,
+					 worker_main, w);
 
-	if (eachobs__thread_create(&w->thread, it->stack_size,
-				   it->pin ? &it->cpus : NULL, worker_main,
-				   w) != 0)
-		return -EAGAIN; /* the caller closes and joins */
+	if (err != 0) /* the caller closes and joins */
+		return eachobs__fail_thread(-EAGAIN, err, "worker", j,
+					    it->pool.nthreads, it->stack_size,
+					    it->pin ? &it->cpus : NULL);
 	w->created = true;
 	return 0;
 }

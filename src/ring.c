@@ -90,7 +90,10 @@ int eachobs__ring_init(eachobs_iter *it)
 	r->ready_buf = eachobs__calloc(rs, sizeof(*r->ready_buf));
 	r->free_buf = eachobs__calloc(fs, sizeof(*r->free_buf));
 	if (!r->ready_buf || !r->free_buf)
-		return -ENOMEM;
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for the hand-off rings of "
+				     "%u and %u entries",
+				     rs, fs);
 	ck_ring_init(&r->ready, rs);
 	pthread_mutex_init(&r->producer_lock, NULL);
 	r->lock_ready = true;

@@ -26,6 +26,7 @@
  * length, gets its own permutation; nothing else feeds them, so the
  * permutation is the same on every machine, thread count and executor.
  */
+#include "error.h"
 #include "sampler.h"
 
 #include <errno.h>
@@ -134,12 +135,20 @@ int eachobs__sampler_init(struct eachobs__sampler *s, size_t n,
 	if (!o)
 		o = &defaults;
 	if (!o->indices && o->nindices)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL, "indices is NULL with nindices %zu",
+				     o->nindices);
 	if (o->shard_count > 1 && o->shard_index >= o->shard_count)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL,
+				     "shard_index %u is not below shard_count "
+				     "%u",
+				     o->shard_index, o->shard_count);
 	for (size_t i = 0; i < o->nindices; i++)
 		if (o->indices[i] >= n)
-			return -EINVAL;
+			return eachobs__fail(-EINVAL,
+					     "indices[%zu] = %zu is not below "
+					     "the %zu that data->numobs "
+					     "returned",
+					     i, o->indices[i], n);
 	t.indices = o->indices;
 	t.order_len = o->indices ? o->nindices : n;
 	t.shard_count = o->shard_count > 1 ? o->shard_count : 1;

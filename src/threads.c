@@ -94,11 +94,16 @@ static int start_threads(eachobs_pool *p, unsigned nthreads)
 		struct lent *t = &p->threads[i];
 		t->pool = p;
 		pthread_cond_init(&t->wake, NULL);
-		if (eachobs__thread_create(&t->thread,
-					   EACHOBS_DEFAULT_STACK_SIZE, NULL,
-					   lent_main, t) != 0) {
+		int err = eachobs__thread_create(&t->thread,
+						 EACHOBS_DEFAULT_STACK_SIZE,
+						 NULL, lent_main, t);
+		if (err != 0) {
 			pthread_cond_destroy(&t->wake);
-			return -EAGAIN;
+			return eachobs__fail_thread(-EAGAIN, err,
+						    "eachobs_pool_create:", i,
+						    nthreads,
+						    EACHOBS_DEFAULT_STACK_SIZE,
+						    NULL);
 		}
 		p->nthreads++;
 		p->idle[p->nidle++] = i;
@@ -109,18 +114,28 @@ static int start_threads(eachobs_pool *p, unsigned nthreads)
 int eachobs_pool_create(eachobs_pool **poolp, unsigned nthreads)
 {
 	if (!poolp)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL, "eachobs_pool_create: pool is NULL");
 	*poolp = NULL;
 	if (nthreads == 0 || nthreads > EACHOBS_MAX_THREADS)
-		return -EINVAL;
+		return eachobs__fail(-EINVAL,
+				     "eachobs_pool_create: nthreads %u is "
+				     "outside 1..EACHOBS_MAX_THREADS (%u)",
+				     nthreads, EACHOBS_MAX_THREADS);
 	eachobs_pool *p = eachobs__calloc(1, sizeof(*p));
 	if (!p)
-		return -ENOMEM;
+		return eachobs__fail(-ENOMEM,
+				     "eachobs_pool_create: out of memory for "
+				     "the pool");
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->done, NULL);
 	p->threads = eachobs__calloc(nthreads, sizeof(*p->threads));
 	p->idle = eachobs__calloc(nthreads, sizeof(*p->idle));
-	int rc = p->threads && p->idle ? start_threads(p, nthreads) : -ENOMEM;
+	int rc = p->threads && p->idle
+			 ? start_threads(p, nthreads)
+			 : eachobs__fail(-ENOMEM,
+					 "eachobs_pool_create: out of memory "
+					 "for %u threads",
+					 nthreads);
 	if (rc < 0) {
 		teardown(p);
 		return rc;
