@@ -13,14 +13,30 @@
 
 #include <errno.h>
 
+static void arena_free(struct eachobs__arena *ar)
+{
+	pthread_mutex_destroy(&ar->lock);
+	eachobs__free(ar->returned);
+	eachobs__free(ar);
+}
+
 int eachobs__arena_create(struct eachobs__arena **out,
-			  const eachobs_allocator *a, size_t size)
+			  const eachobs_allocator *a, size_t size,
+			  unsigned nhold)
 {
 	struct eachobs__arena *ar = eachobs__calloc(1, sizeof(*ar));
 
 	*out = NULL;
 	if (!ar)
 		return -ENOMEM;
+	pthread_mutex_init(&ar->lock, NULL);
+	ar->open = true;
+	ar->returned = eachobs__calloc(nhold ? nhold : 1,
+				       sizeof(*ar->returned));
+	if (!ar->returned) {
+		arena_free(ar);
+		return -ENOMEM;
+	}
 	atomic_init(&ar->refs, 1);
 	ar->size = size ? size : 1;
 	if (a) {
@@ -30,14 +46,14 @@ int eachobs__arena_create(struct eachobs__arena **out,
 		if (ar->mem && ((uintptr_t)ar->mem & (EACHOBS__CACHELINE - 1))) {
 			/* The user's bug, but a clear one: say so. */
 			a->free(a->ctx, ar->mem, ar->size);
-			eachobs__free(ar);
+			arena_free(ar);
 			return -EINVAL;
 		}
 	} else {
 		ar->mem = eachobs__alloc_aligned(ar->size);
 	}
 	if (!ar->mem) {
-		eachobs__free(ar);
+		arena_free(ar);
 		return -ENOMEM;
 	}
 	*out = ar;
@@ -60,5 +76,39 @@ void eachobs__arena_unref(struct eachobs__arena *ar)
 		ar->a.free(ar->a.ctx, ar->mem, ar->size);
 	else
 		eachobs__free(ar->mem);
-	eachobs__free(ar);
+	arena_free(ar);
+}
+
+/* Each item goes back at most once and the consumer holds at most nhold,
+ * so `returned` has room. */
+void eachobs__arena_give_back(struct eachobs__arena *ar, const void *data)
+{
+	pthread_mutex_lock(&ar->lock);
+	if (ar->open) {
+		ar->returned[ar->nreturned++] = data;
+		atomic_store_explicit(&ar->pending, true, memory_order_release);
+	}
+	pthread_mutex_unlock(&ar->lock);
+}
+
+void eachobs__arena_drain(struct eachobs__arena *ar,
+			  void (*fn)(void *arg, const void *data), void *arg)
+{
+	if (!atomic_load_explicit(&ar->pending, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&ar->lock);
+	for (unsigned i = 0; i < ar->nreturned; i++)
+		fn(arg, ar->returned[i]);
+	ar->nreturned = 0;
+	atomic_store_explicit(&ar->pending, false, memory_order_relaxed);
+	pthread_mutex_unlock(&ar->lock);
+}
+
+void eachobs__arena_close(struct eachobs__arena *ar)
+{
+	if (!ar)
+		return;
+	pthread_mutex_lock(&ar->lock);
+	ar->open = false;
+	pthread_mutex_unlock(&ar->lock);
 }

@@ -91,6 +91,7 @@ const struct eachobs__buf *eachobs__hold_take(eachobs_iter *it,
 
 	item->b = slot->b;
 	item->slot = slot;
+	item->tensor = false;
 	if (swapping(it)) {
 		/* The slot gets a spare; it is free for the unit W ahead as
 		 * soon as the release store below is seen. */
@@ -124,16 +125,63 @@ const struct eachobs__buf *eachobs__hold_find(const eachobs_iter *it,
 
 int eachobs__hold_release(eachobs_iter *it, const void *data)
 {
+	eachobs__hold_drain(it);
 	for (unsigned i = 0; i < it->hold.n; i++) {
-		if (it->hold.items[i].b.data == data) {
-			drop(it, i);
-			return 0;
-		}
+		if (it->hold.items[i].b.data != data)
+			continue;
+		if (it->hold.items[i].tensor)
+			return eachobs__fail(-EINVAL,
+					     "eachobs_release: item %p belongs "
+					     "to a DLPack tensor, whose deleter "
+					     "releases it", data);
+		drop(it, i);
+		return 0;
 	}
 	return eachobs__fail(-EINVAL,
 			     "eachobs_release: pointer %p is not a held item "
 			     "(never yielded, or released already)",
 			     data);
+}
+
+int eachobs__hold_lend(eachobs_iter *it, const void *data,
+		       struct eachobs__buf *b)
+{
+	eachobs__hold_drain(it);
+	for (unsigned i = 0; !it->hold.automatic && i < it->hold.n; i++) {
+		struct eachobs__held *item = &it->hold.items[i];
+		if (item->b.data != data)
+			continue;
+		if (item->tensor)
+			return eachobs__fail(-EINVAL,
+					     "eachobs_dlpack: item %p belongs "
+					     "to a tensor already", data);
+		item->tensor = true;
+		*b = item->b;
+		return 0;
+	}
+	return eachobs__fail(-EINVAL,
+			     "eachobs_dlpack: %p is not an item this iterator "
+			     "holds (hold %u)%s", data,
+			     it->hold.automatic ? 0 : it->hold.max,
+			     it->hold.automatic ? ": set hold >= 1" : "");
+}
+
+/* An item a deleter gave back: release it as eachobs_release would. */
+static void take_back(void *arg, const void *data)
+{
+	eachobs_iter *it = arg;
+
+	for (unsigned i = 0; i < it->hold.n; i++)
+		if (it->hold.items[i].b.data == data) {
+			drop(it, i);
+			return;
+		}
+}
+
+void eachobs__hold_drain(eachobs_iter *it)
+{
+	if (it->arena)
+		eachobs__arena_drain(it->arena, take_back, it);
 }
 
 void eachobs__hold_release_auto(eachobs_iter *it)

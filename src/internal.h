@@ -168,15 +168,33 @@ struct eachobs__arena {
 	eachobs_allocator a;
 	unsigned char *mem;        /* 64-byte aligned */
 	size_t size;
+	/* Items given back by tensor deleters, on any thread, for the
+	 * consumer to take in (eachobs__arena_drain): under lock; `pending`
+	 * lets the consumer skip the lock when there is nothing. `open` is
+	 * false once the iterator closed: nobody takes them in any more. */
+	pthread_mutex_t lock;
+	bool open;
+	const void **returned;     /* room for every item the consumer holds */
+	unsigned nreturned;
+	_Atomic bool pending;
 };
 
-/* One block of size bytes, from a (NULL: ours), with one reference: 0,
- * -ENOMEM, or -EINVAL for a misaligned block (given back at once). */
+/* One block of size bytes, from a (NULL: ours), with one reference and
+ * room for nhold items given back: 0, -ENOMEM, or -EINVAL for a
+ * misaligned block (given back at once). */
 int eachobs__arena_create(struct eachobs__arena **out,
-			  const eachobs_allocator *a, size_t size);
+			  const eachobs_allocator *a, size_t size,
+			  unsigned nhold);
 void eachobs__arena_ref(struct eachobs__arena *ar);
 /* Drop a reference (NULL: nothing); the last frees the block. */
 void eachobs__arena_unref(struct eachobs__arena *ar);
+/* Any thread: item data goes back to the consumer, if it is still open. */
+void eachobs__arena_give_back(struct eachobs__arena *ar, const void *data);
+/* The consumer: call fn(arg, data) for every item given back since. */
+void eachobs__arena_drain(struct eachobs__arena *ar,
+			  void (*fn)(void *arg, const void *data), void *arg);
+/* The iterator closes: items given back from now on are not taken in. */
+void eachobs__arena_close(struct eachobs__arena *ar);
 
 /* ---- slots ----------------------------------------------------------- */
 
@@ -321,6 +339,7 @@ void eachobs__lender_wait(eachobs_pool *pool, eachobs_iter *it);
 struct eachobs__held {
 	struct eachobs__buf b;        /* as yielded */
 	struct eachobs__slot *slot;   /* NULL when swapped out (ordered) */
+	bool tensor;                  /* a DLPack tensor owns it (dlpack.c) */
 };
 
 struct eachobs__hold {
@@ -493,6 +512,12 @@ const struct eachobs__buf *eachobs__hold_take(eachobs_iter *it,
 const struct eachobs__buf *eachobs__hold_find(const eachobs_iter *it,
 					      const void *data);
 int eachobs__hold_release(eachobs_iter *it, const void *data);
+/* Hand the held item at data to a tensor: *b its buffer; -EINVAL when it
+ * is not a held item or a tensor has it already. */
+int eachobs__hold_lend(eachobs_iter *it, const void *data,
+		       struct eachobs__buf *b);
+/* Take in the items that tensor deleters gave back. */
+void eachobs__hold_drain(eachobs_iter *it);
 void eachobs__hold_release_auto(eachobs_iter *it);
 
 

@@ -349,7 +349,8 @@ static int alloc_slots(eachobs_iter *it, unsigned hold,
 		return eachobs__fail(-ENOMEM,
 				     "out of memory for %zu buffers' indices "
 				     "and lengths", nbufs);
-	rc = eachobs__arena_create(&it->arena, a, nbufs * it->buf_bytes);
+	rc = eachobs__arena_create(&it->arena, a, nbufs * it->buf_bytes,
+				   hold);
 	if (rc == -ENOMEM)
 		return eachobs__fail(rc,
 				     "out of memory for %zu buffers of %zu bytes "
@@ -384,6 +385,9 @@ static void destroy(eachobs_iter *it)
 	eachobs__yielded_fini(&it->done);
 	eachobs__remap_fini(&it->remap);
 	eachobs__free(it->meta);
+	/* Tensors still alive keep the memory; their items come back to
+	 * nobody. */
+	eachobs__arena_close(it->arena);
 	eachobs__arena_unref(it->arena);
 	eachobs__free(it->slots);
 	/* Last: workers take it on a failure until they are joined. */
@@ -707,6 +711,7 @@ static int next_unit(eachobs_iter *it, const struct eachobs__buf **out)
 
 	if (it->err)
 		return it->err;
+	eachobs__hold_drain(it);
 	eachobs__hold_release_auto(it);
 	if (eachobs__take_interrupt(it))
 		return -EINTR;
