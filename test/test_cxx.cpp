@@ -41,24 +41,44 @@ const char *name(eachobs_executor ex)
 
 // Aborts the test's process with a message if it still runs after the
 // deadline: Criterion's own .timeout does not fire under --jobs 2. A
-// deadline timer, not synchronization: nothing waits for it.
+// deadline timer, not synchronization: the test never waits for it. The
+// suite's .fini stops and joins it (it runs after a failed assertion
+// too), so that no thread is left over at exit.
+struct watchdog {
+	std::mutex lock;
+	std::condition_variable cv;
+	bool done = false;
+	std::thread *thread = nullptr;
+};
+watchdog wd;
+
 void deadline()
 {
-	std::thread([] {
-		std::this_thread::sleep_for(std::chrono::seconds(60));
+	wd.thread = new std::thread([] {
+		std::unique_lock<std::mutex> g(wd.lock);
+		if (wd.cv.wait_for(g, std::chrono::seconds(60),
+				   [] { return wd.done; }))
+			return;
 		std::fprintf(stderr, "\n*** watchdog: %s::%s still running "
 				     "after 60 s. Aborting. ***\n",
 			     criterion_current_suite->name,
 			     criterion_current_test->name);
 		std::abort();
-	}).detach();
+	});
 }
 
 // In the ASan build, a leak fails the test: LeakSanitizer's report at the
 // exit of Criterion's child process is printed but would not fail it
 // (Criterion reports a test over its protocol, not by exit status).
-void no_leaks()
+void finish()
 {
+	{
+		std::lock_guard<std::mutex> g(wd.lock);
+		wd.done = true;
+	}
+	wd.cv.notify_all();
+	wd.thread->join();
+	delete wd.thread;
 #if defined(__SANITIZE_ADDRESS__)
 	cr_assert_eq(__lsan_do_recoverable_leak_check(), 0,
 		     "LeakSanitizer found leaks (see above)");
@@ -155,7 +175,7 @@ eachobs::options opts(eachobs_executor ex, bool ordered)
 
 } // namespace
 
-TestSuite(cxx, .init = deadline, .fini = no_leaks, .timeout = 120);
+TestSuite(cxx, .init = deadline, .fini = finish, .timeout = 120);
 
 Test(cxx, range_for_yields_every_index_once_for_every_executor)
 {
@@ -431,6 +451,7 @@ Test(cxx, an_exception_in_the_loop_body_closes_the_loader)
 Test(cxx, a_loader_moves_and_the_moved_from_one_is_empty)
 {
 	const size_t n = 1000;
+	const int initial = threads_now();
 	counted data(n);
 	seen s(n);
 	eachobs::loader a(data, sizeof(size_t), opts(EACHOBS_BACKGROUND, true));
@@ -456,15 +477,18 @@ Test(cxx, a_loader_moves_and_the_moved_from_one_is_empty)
 		s.add(x.index, x.data);
 	s.all_once("moved");
 
+	c.close();
+	cr_assert_eq(threads_settle(initial), initial);
+
 	// Assigning over an open loader closes it first.
 	counted other(n);
 	eachobs::loader d(other, sizeof(size_t), opts(EACHOBS_BACKGROUND, false));
-	int before = threads_now();
+	cr_assert_eq(threads_now(), initial + 3);
 	d = eachobs::loader(eachobs::dataset(10, [](size_t idx, void *obs) {
 				    *static_cast<size_t *>(obs) = idx;
 			    }),
 			    sizeof(size_t), opts(EACHOBS_SERIAL, false));
-	cr_assert_eq(threads_settle(before - 3), before - 3,
+	cr_assert_eq(threads_settle(initial), initial,
 		     "the assigned-over loader's 3 workers not joined");
 	size_t k = 0;
 	for (const eachobs::obs &x : d)
@@ -517,7 +541,8 @@ Test(cxx, hold_keeps_items_until_released_or_their_handle_goes)
 	eachobs::held<eachobs::batch> late;
 	{
 		eachobs::loader loader(data, sizeof(size_t),
-				       eachobs::options().hold(1).batchsize(4));
+				       eachobs::options().hold(1).batchsize(4)
+					       .ordered());
 		eachobs::batch b;
 		cr_assert(loader.next(b));
 		late = loader.keep(b);
