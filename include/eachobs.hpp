@@ -30,7 +30,7 @@
  * THREADED it would leave the C iterator half-way through a call). So
  * the getobs the library calls is a trampoline that catches everything,
  * on whichever thread loads: it keeps the std::exception_ptr with the
- * index it was thrown for (under a mutex, only when something was thrown)
+ * index it was thrown for (under a mutex, taken only when a getobs fails)
  * and returns eachobs::exception_code (-ECANCELED, which the library
  * itself never returns) as that getobs's failure. The library then does
  * what on_error says: STOP ends the iteration, SKIP leaves the
