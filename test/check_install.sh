@@ -2,15 +2,17 @@
 # Install the build into a temporary DESTDIR, then build a program against
 # that copy with nothing but the installed eachobs.pc in pkg-config's
 # search path (no ck.pc, no system .pc file) and run it: the .pc must
-# require nothing else, and its flags alone must build and link.
+# require nothing else, and its flags alone must build and link. A
+# PROGRAM.cpp is built as C++17 (with a C++ compiler as CC), against the
+# installed eachobs.hpp.
 #
-# Usage: test/check_install.sh MESON BUILD_DIR PROGRAM.c CC [CC_ARG]...
+# Usage: test/check_install.sh MESON BUILD_DIR PROGRAM.c|PROGRAM.cpp CC [CC_ARG]...
 set -eu
 case "${1-}" in
 -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
 esac
 if [ $# -lt 4 ]; then
-	echo "usage: check_install.sh MESON BUILD_DIR PROGRAM.c CC [CC_ARG]..." \
+	echo "usage: check_install.sh MESON BUILD_DIR PROGRAM.c|PROGRAM.cpp CC [CC_ARG]..." \
 		"(try --help)" >&2
 	exit 2
 fi
@@ -43,6 +45,8 @@ flags=$(PKG_CONFIG_LIBDIR=$(dirname "$pc") PKG_CONFIG_PATH= \
 	PKG_CONFIG_SYSROOT_DIR="$tmp/root" \
 	pkg-config $static --cflags --libs eachobs)
 echo "pkg-config ${static:+$static }--cflags --libs eachobs: $flags"
+std=-std=c11
+case "$src" in *.cpp) std=-std=c++17 ;; esac
 # shellcheck disable=SC2086
-"$@" -std=c11 -o "$tmp/app" "$src" $flags
+"$@" $std -o "$tmp/app" "$src" $flags
 LD_LIBRARY_PATH=$(dirname "$lib") "$tmp/app"

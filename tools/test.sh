@@ -92,6 +92,7 @@ run_pass build-test -Dwerror=true -Dtests=enabled -- --suite unit \
 # them with warnings as errors.
 run_pass build-asan -Dtests=enabled -Dbenchmarks=disabled \
 	-Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all \
+	-Dcpp_args=-fno-sanitize-recover=all \
 	-Db_lundef=false -- --suite unit --suite stress
 run_pass build-tsan -Dtests=enabled -Dbenchmarks=disabled \
 	-Db_sanitize=thread -Db_lundef=false -- --suite stress
