@@ -281,7 +281,7 @@ static uint64_t run_once(struct timedata *d, unsigned nthreads,
 }
 
 /* The reference: P bare threads taking indices from an atomic counter and
- * sleeping, with no hand-off at all. What the machine itself allows; the
+ * doing getobs's work (a sleep or a spin), with no hand-off at all. What the machine itself allows; the
  * vs_bare column compares each eachobs row with it, in the same run. */
 struct bare {
 	const struct timedata *d;
@@ -371,8 +371,8 @@ static void print_header(const struct options *o, const double *t_sleep)
 	}
 	printf("\n# ideal = ceil(n/P) * t_sleep; efficiency = ideal / wall "
 	       "(THREADED: the consumer loads too, so up to (P+1)/P)\n");
-	printf("# bare-thr: P plain threads sleeping from an atomic counter, "
-	       "no hand-off;\n#   vs_bare = its wall / the row's wall, "
+	printf("# bare-thr: P plain threads doing getobs's work from an atomic "
+	       "counter, no hand-off;\n#   vs_bare = its wall / the row's wall, "
 	       "measured in this run (the machine's own limit)\n"
 	       "# cores: process CPU time (user + system) over wall time\n");
 }
