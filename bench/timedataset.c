@@ -202,7 +202,8 @@ static int thread_cpu_ns(uint64_t *ns)
 
 static int spin_cpu_ns(uint64_t ns)
 {
-	uint64_t start, now;
+	/* Zeroed only for gcc, which cannot tell that a 0 return sets them. */
+	uint64_t start = 0, now = 0;
 	int rc = thread_cpu_ns(&start);
 
 	if (rc < 0)
