@@ -18,7 +18,7 @@
 #   --redraw  draw from the CSV files already in bench-results/; run
 #             nothing
 #
-# About 4 minutes on an idle 2-core machine. Each plot states the machine,
+# About 3 minutes on a 2-core machine. Each plot states the machine,
 # how many of its cores other programs used while its benchmarks ran, and
 # the load average (1 minute) before they began.
 set -eu
