@@ -823,7 +823,9 @@ EACHOBS_API int eachobs_obs_length(const eachobs_iter *it, const void *obs,
  * Works at any point: before anything was consumed, mid-way, after the end,
  * after an error, after eachobs_interrupt(). Close tells every thread to
  * start no new getobs() — no new index, and no further observation of a
- * batch being filled — waits for the getobs() calls in progress, joins
+ * batch being filled; each thread checks right before every getobs(), so
+ * at most the one it was about to start can still begin — waits for the
+ * getobs() calls in progress, joins
  * every thread (or gives it back to its pool) and frees every slot. So it
  * returns within about one getobs duration plus the joins, whatever the
  * batchsize, executor, ordering, hold or pool. A getobs() that polls

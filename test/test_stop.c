@@ -1,7 +1,8 @@
 /*
  * Stopping on time, and starting on time, with batches as with single
- * observations: once eachobs_close begins no getobs starts (also not the
- * next observation of a batch being filled); after a failure under STOP the
+ * observations: once eachobs_close begins each thread starts at most the
+ * one getobs it had already checked for (not the next observation of a
+ * batch being filled); after a failure under STOP the
  * threads stop at the next getobs boundary; and with a slow getobs the
  * threads fill the first batch together. Each promise is checked over
  * every executor, ordered and not, single observations and batches of 16,
@@ -140,12 +141,15 @@ static void close_mid_batch(const struct point *p, eachobs_pool *pool)
 	eachobs_iter *it = start(&d, p, pool);
 	cr_assert_eq(next_item(it, p, &idx), 1, "%s: first item", what);
 	eachobs_close(it);
-	cr_assert_eq(atomic_load(&d.after_close), 0,
-		     "%s: %ld getobs calls began after eachobs_close began",
-		     what, atomic_load(&d.after_close));
+	/* A worker that checked just before close began may still start
+	 * that one getobs (it can be preempted between the two); the rest of
+	 * a claimed run must not follow. */
+	cr_assert_leq(atomic_load(&d.after_close), 4,
+		      "%s: %ld getobs calls began after eachobs_close began "
+		      "(4 workers)", what, atomic_load(&d.after_close));
 }
 
-Test(stop, close_starts_no_getobs_at_any_batchsize)
+Test(stop, close_starts_at_most_one_getobs_per_thread_at_any_batchsize)
 {
 	for_each_point(close_mid_batch);
 }
