@@ -658,6 +658,14 @@ int parse(int argc, char **argv, Args &a)
 	return 0;
 }
 
+void add(Pass &sum, const Pass &p)
+{
+	sum.seconds += p.seconds;
+	sum.waited += p.waited;
+	sum.cpu += p.cpu;
+	sum.batches += p.batches;
+}
+
 void row(unsigned epoch, const char *loader, const Pass &p, double acc)
 {
 	std::printf("%5u  %-9s  %10.4f  %8.4f  %9.1f  %8.2f  %5.2f\n", epoch,
@@ -727,14 +735,24 @@ int run(const Args &a)
 	double acc_ours = accuracy(ours, test_set);
 	double acc_theirs = accuracy(theirs, test_set);
 	std::printf("%5u  %-9s  %10s  %8.4f\n", 0u, "(none)", "", acc_ours);
+	Pass all_ours, all_theirs;
 	for (unsigned e = 0; e < a.epochs; e++) {
 		Pass p = pass_eachobs(f, e, &ours);
 		acc_ours = accuracy(ours, test_set);
 		row(e + 1, "eachobs", p, acc_ours);
+		add(all_ours, p);
 		p = pass_torch(*loader, n, &theirs);
 		acc_theirs = accuracy(theirs, test_set);
 		row(e + 1, "libtorch", p, acc_theirs);
+		add(all_theirs, p);
 	}
+	std::printf("# all epochs: eachobs %.1f batches/s, waited %.2f s, "
+		    "%.2f cpu-s;\n# libtorch %.1f batches/s, waited %.2f s, "
+		    "%.2f cpu-s\n",
+		    (double)all_ours.batches / all_ours.seconds,
+		    all_ours.waited, all_ours.cpu,
+		    (double)all_theirs.batches / all_theirs.seconds,
+		    all_theirs.waited, all_theirs.cpu);
 	Pass alone_ours = pass_eachobs(f, a.epochs, nullptr);
 	Pass alone_theirs = pass_torch(*loader, n, nullptr);
 	std::printf("# each loader alone, one pass without training: eachobs "
