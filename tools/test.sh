@@ -30,7 +30,8 @@ cd "$(dirname "$0")/.."
 # over dpkg's lock.
 tools/deps.sh gcc meson ninja-build pkg-config libck-dev libcriterion-dev \
 	valgrind clang libclang-rt-14-dev libopenmpi-dev openmpi-bin \
-	libturbojpeg0-dev libdlpack-dev || exit 1
+	libturbojpeg0-dev libdlpack-dev libtorch-dev libopenblas0 zlib1g-dev \
+	dataset-fashion-mnist || exit 1
 
 rm -f build-test.valgrind.log build-fuzz.rc build-mpi.rc
 passed=0
