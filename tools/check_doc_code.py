@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Every ```c block in docs/*.md must be a verbatim excerpt of a file in
-examples/, which the test suite compiles and runs; so no code a reader copies
-from the guide is untested. Usage: check_doc_code.py SOURCE_ROOT"""
+"""Every ```c block in README.md and docs/*.md must be a verbatim excerpt of
+a file in examples/, which the test suite compiles and runs; so no code a
+reader copies from the README or the guide is untested.
+Usage: check_doc_code.py SOURCE_ROOT"""
 import pathlib
 import re
 import sys
@@ -17,7 +18,8 @@ root = pathlib.Path(args[0])
 examples = {p: p.read_text() for p in sorted((root / "examples").glob("*.c"))}
 bad = 0
 blocks = 0
-for doc in sorted((root / "docs").glob("*.md")):
+docs = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
+for doc in docs:
     for m in re.finditer(r"```c\n(.*?)```", doc.read_text(), re.S):
         blocks += 1
         code = m.group(1)
