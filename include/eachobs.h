@@ -199,7 +199,8 @@ typedef enum eachobs_executor {
 typedef enum eachobs_on_error {
 	/**
 	 * Stop: eachobs_next() returns the failure's code (in ordered mode
-	 * after every lower index) and keeps returning it. The default.
+	 * after every earlier position of the iteration order) and keeps
+	 * returning it. The default.
 	 */
 	EACHOBS_ON_ERROR_STOP = 0,
 	/**
@@ -403,7 +404,8 @@ typedef struct eachobs_options {
 	 * that depends only on (the order, seed, epoch): the same on every
 	 * machine, for every nthreads and executor; different from epoch to
 	 * epoch. It needs no memory that grows with L (a keyed bijection of
-	 * [0, L) computed per position), so L may be 2^40 or more.
+	 * [0, L) computed per position), so L may be 2^40 or more. The
+	 * order observations are yielded in follows it only with `ordered`.
 	 */
 	bool shuffle;
 	/** Shuffle key; 0 is a seed like any other. Ignored unless shuffle. */
@@ -597,9 +599,9 @@ static inline int eachobs_parallel(eachobs_iter **it,
  *
  * Gives up the observation yielded by the previous call (its slot may be
  * reused from now on), then waits until an observation is ready: any one when
- * unordered, the next index when ordered. Under EACHOBS_THREADED a call that
- * finds nothing ready loads a pending observation itself; under SERIAL every
- * call loads one.
+ * unordered, the next in iteration order when ordered. Under
+ * EACHOBS_THREADED a call that finds nothing ready loads a pending
+ * observation itself; under SERIAL every call loads one.
  *
  * @param it   the iterator.
  * @param obs  receives a pointer to the observation's obs_size bytes, valid
@@ -879,7 +881,7 @@ static inline int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st)
  *
  * A failure counts once the iteration has passed it: unordered, when
  * eachobs_next() took it instead of an observation; ordered, when every
- * lower index was yielded.
+ * earlier position was yielded.
  *
  * @param it   the iterator; NULL gives 0.
  * @param out  receives the first min(max, EACHOBS_FAILURES_KEPT) failures,
