@@ -234,7 +234,8 @@ typedef struct eachobs_options {
 	 * ceil(n / (oversubscription * nthreads)). Unordered, worker j
 	 * starts with the j-th run of whole tasks and idle workers steal half
 	 * of the busiest worker's remaining tasks; a worker takes the indices
-	 * of its own deque one at a time, so none is kept from a thief. In
+	 * of its own deque one at a time (runs of up to 16 while getobs is
+	 * cheap, under 2 us), so none is kept from a thief for long. In
 	 * ordered mode a worker claims at most
 	 * max(1, buffersize / (2 * nthreads)) indices at a time so that the
 	 * reorder window stays full (see `ordered`).
