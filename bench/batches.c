@@ -1,5 +1,5 @@
 /*
- * batches: what in-place collation saves (issue 4).
+ * batches: what in-place collation saves over load-then-copy.
  *
  *   inplace  batchsize 64: every getobs writes its observation straight
  *            into its place in the batch buffer; the consumer reads the

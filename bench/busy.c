@@ -1,7 +1,7 @@
 /*
  * A busy consumer beside the loader: does loading slow the training
- * thread's own work? (Issue 3, target 6: BACKGROUND keeps a busy
- * consumer's work rate within 2% of running alone.)
+ * thread's own work? (docs/performance.md, "A busy consumer beside the
+ * loader".)
  *
  * The consumer does a fixed amount of CPU work per observation (a hash
  * loop calibrated to --work-us when alone). Its rate alone is that work
@@ -155,8 +155,8 @@ static void usage(FILE *f, const char *prog)
 		"50), alone and beside the loader; getobs sleeps 100 us (P =\n"
 		"16) or burns G us of CPU (default 20; P = 1, 2, and 2 with\n"
 		"worker_nice 19). Prints the consumer's work rate beside the\n"
-		"loader over its rate alone (1.00: the loader cost it nothing;\n"
-		"BACKGROUND should keep >= 0.98), median of R runs\n"
+		"loader over its rate alone (1.00: the loader cost it nothing,\n"
+		"0.98: it took 2%%), median of R runs\n"
 		"(default 5) interleaved with the alone runs.\n",
 		prog);
 }

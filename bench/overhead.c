@@ -742,8 +742,8 @@ static void print_header(const struct options *o)
 {
 	printf("# eachobs overhead benchmark: the library's own costs, getobs "
 	       "does nothing\n");
-	printf("# online CPUs %ld; this machine has 2 cores, so CPU-bound "
-	       "throughput cannot scale past 2 threads\n",
+	printf("# online CPUs %ld: CPU-bound throughput cannot scale past "
+	       "that many threads\n",
 	       sysconf(_SC_NPROCESSORS_ONLN));
 	printf("# median over reps; best = min for times, max for rates%s\n",
 	       o->args.quick ? "; quick mode: n / 100, reps 1" : "");

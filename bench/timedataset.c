@@ -46,7 +46,7 @@
 
 #define NS_PER_MS 1000000.0
 
-/* The seed's four datasets. --quick divides n by QUICK_DIVISOR. */
+/* The four datasets of MLUtils.jl PR #33. --quick divides n by QUICK_DIVISOR. */
 struct bench_case {
 	const char *name;
 	size_t n;
@@ -451,7 +451,7 @@ static struct result run_config(struct case_run *cr, unsigned p, int ex,
 		cpu += cpu_ns() - c0;
 		sum += wall[i];
 	}
-	/* Issue 3: the loader's CPU beside bare threads' doing the sleeps. */
+	/* The loader's CPU beside bare threads' doing the same sleeps. */
 	r.cores = sum ? (double)cpu / (double)sum : 0;
 	qsort(wall, reps, sizeof(wall[0]), cmp_u64);
 	/* With an even count, the lower middle: still a time we measured. */

@@ -1,6 +1,8 @@
 /*
- * The README's example, complete: a dataset of 10000 "images" of 784
- * floats, loaded on 8 threads and consumed in place.
+ * The README's example, and the guide's first one, complete: a dataset of
+ * 10000 "images" of 784 floats, loaded on 8 threads and consumed in place.
+ * README.md and docs/guide.md quote it verbatim (tools/check_doc_code.py
+ * checks that they do): change them together.
  */
 #include <eachobs.h>
 

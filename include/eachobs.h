@@ -186,11 +186,13 @@ typedef enum eachobs_executor {
 	 */
 	EACHOBS_BACKGROUND,
 	/**
-	 * No threads: getobs() runs inside eachobs_next(), in index order, one
-	 * slot in all (for debugging, like PyTorch's num_workers=0). nthreads
-	 * (beyond the EACHOBS_MAX_THREADS check every executor makes),
-	 * basesize, oversubscription, buffersize, stack_size, worker_cpus,
-	 * worker_nice, pool and ordered are ignored; hold still applies.
+	 * No threads: getobs() runs inside eachobs_next(), in iteration order
+	 * (increasing index order, or the sampler's: see `ordered`), in one
+	 * slot (hold slots with hold; for debugging, like PyTorch's
+	 * num_workers=0). nthreads (beyond the EACHOBS_MAX_THREADS check every
+	 * executor makes), basesize, oversubscription, buffersize,
+	 * stack_size, worker_cpus, worker_nice, pool and ordered are ignored;
+	 * hold still applies.
 	 */
 	EACHOBS_SERIAL,
 } eachobs_executor;
@@ -199,7 +201,8 @@ typedef enum eachobs_executor {
 typedef enum eachobs_on_error {
 	/**
 	 * Stop: eachobs_next() returns the failure's code (in ordered mode
-	 * after every lower index) and keeps returning it. The default.
+	 * after every earlier position of the iteration order) and keeps
+	 * returning it. The default.
 	 */
 	EACHOBS_ON_ERROR_STOP = 0,
 	/**
@@ -257,7 +260,8 @@ typedef struct eachobs_options {
 	 * ceil(n / (oversubscription * nthreads)). Unordered, worker j
 	 * starts with the j-th run of whole tasks and idle workers steal half
 	 * of the busiest worker's remaining tasks; a worker takes the indices
-	 * of its own deque one at a time, so none is kept from a thief. In
+	 * of its own deque one at a time (runs of up to 16 while getobs is
+	 * cheap, under 2 us), so none is kept from a thief for long. In
 	 * ordered mode a worker claims at most
 	 * max(1, buffersize / (2 * nthreads)) indices at a time so that the
 	 * reorder window stays full (see `ordered`).
@@ -299,21 +303,28 @@ typedef struct eachobs_options {
 	 * Yield in iteration order: increasing index order by default, the
 	 * sampler's order with indices, shuffle or shards (positions below).
 	 * Workers then take positions from one shared counter in order
-	 * instead of stealing ranges, and the buffersize + nthreads + 1 slots
+	 * instead of stealing ranges, and the buffersize + workers + 1 slots
 	 * form a reorder window: position i may be loaded once position
-	 * i - (buffersize + nthreads + 1) has been released by the consumer,
+	 * i - (buffersize + workers + 1) has been released by the consumer,
 	 * so memory stays bounded and the position the consumer waits for is
 	 * always being loaded. A slow observation holds up the window
 	 * behind it; with many more threads than cores, raise buffersize
 	 * (eachobs_get_stats: max_waiting at the window size).
+	 *
+	 * Unordered (false, the default), the order in which observations
+	 * come out depends on thread timing and changes from run to run, so
+	 * a run with a fixed seed is reproducible only with ordered = true
+	 * (or EACHOBS_SERIAL). Which observations a pass visits, the batch
+	 * each belongs to, and their bytes when getobs() draws from
+	 * eachobs_seed(), do not depend on it.
 	 */
 	bool ordered;
 	/**
 	 * Stack size of each worker thread, in bytes. 0: the default,
 	 * EACHOBS_DEFAULT_STACK_SIZE (2 MiB, as Rust's threads use). Not the
 	 * system's 8 MiB because creating a thread with an 8 MiB stack took
-	 * ~90 us here against ~25 us at 2 MiB: 16 threads started in 1.4 ms
-	 * instead of 0.4 ms, and that time is paid before the first item.
+	 * ~90 us here against ~25 us at 2 MiB, and that time is paid before
+	 * the first item.
 	 * Raise it if getobs needs deep recursion or large arrays on the
 	 * stack; below PTHREAD_STACK_MIN is -EINVAL.
 	 */
@@ -420,7 +431,8 @@ typedef struct eachobs_options {
 	 * that depends only on (the order, seed, epoch): the same on every
 	 * machine, for every nthreads and executor; different from epoch to
 	 * epoch. It needs no memory that grows with L (a keyed bijection of
-	 * [0, L) computed per position), so L may be 2^40 or more.
+	 * [0, L) computed per position), so L may be 2^40 or more. The
+	 * order observations are yielded in follows it only with `ordered`.
 	 */
 	bool shuffle;
 	/** Shuffle key; 0 is a seed like any other. Ignored unless shuffle. */
@@ -638,9 +650,9 @@ static inline int eachobs_parallel(eachobs_iter **it,
  *
  * Gives up the observation yielded by the previous call (its slot may be
  * reused from now on), then waits until an observation is ready: any one when
- * unordered, the next index when ordered. Under EACHOBS_THREADED a call that
- * finds nothing ready loads a pending observation itself; under SERIAL every
- * call loads one.
+ * unordered, the next in iteration order when ordered. Under
+ * EACHOBS_THREADED a call that finds nothing ready loads a pending
+ * observation itself; under SERIAL every call loads one.
  *
  * @param it   the iterator.
  * @param obs  receives a pointer to the observation's obs_size bytes, valid
@@ -678,7 +690,9 @@ typedef struct eachobs_batch {
 	 *  were skipped: EACHOBS_ON_ERROR_SKIP). */
 	size_t count;
 	/** Bytes getobs() wrote for each (eachobs_set_length()); obs_size
-	 *  unless it said otherwise. */
+	 *  unless it said otherwise. The bytes of observation j's place past
+	 *  lengths[j] are stale: whatever an earlier observation left in
+	 *  that memory (or never written), not zeros. */
 	const size_t *lengths;
 } eachobs_batch;
 
@@ -795,7 +809,10 @@ EACHOBS_API int eachobs_release(eachobs_iter *it, const void *data);
  * observation really uses, for variable-length observations (token
  * sequences, records). obs_size is then the maximum. The consumer reads it
  * from eachobs_batch.lengths or eachobs_obs_length(). Without a call the
- * length is obs_size; the last call wins.
+ * length is obs_size; the last call wins. The library writes nothing past
+ * nbytes: the rest of the slot holds stale bytes of an earlier
+ * observation (or was never written), so a consumer that needs padding
+ * must have getobs() write it.
  *
  * @param nbytes  at most the dataset's obs_size.
  * @return 0; -EINVAL when nbytes > obs_size or when not called from inside
@@ -870,11 +887,14 @@ EACHOBS_API int eachobs_interrupt(eachobs_iter *it);
  * What an iterator has done so far, to tell where time goes: is the
  * loader the bottleneck, or the training loop?
  *
- * Reading it: consumer_wait_ns against the consumer's own time between
- * eachobs_next calls says how much the training loop waited for data
- * ("the consumer waited 3% of the time: the loader keeps up"; 40%: add
- * threads or make getobs cheaper). worker_idle_ns against nworkers times
- * the elapsed time says how much loading capacity sat unused, mostly
+ * Reading it: the time the training loop lost to loading, against the
+ * elapsed time, says whether the loader keeps up ("3%: it keeps up";
+ * 40%: add threads or make getobs cheaper). Under EACHOBS_BACKGROUND
+ * that time is consumer_wait_ns. Under EACHOBS_THREADED it is
+ * consumer_wait_ns + consumer_getobs_ns: a consumer that finds nothing
+ * ready loads instead of waiting, so consumer_wait_ns stays near zero by
+ * construction and says nothing alone. worker_idle_ns against nworkers
+ * times the elapsed time says how much loading capacity sat unused, mostly
  * because the buffer was full (the consumer is the bottleneck: fewer
  * threads would do) or, at the end, for want of work. max_waiting near
  * buffersize also means the consumer is the bottleneck.
@@ -968,7 +988,7 @@ static inline int eachobs_get_stats(const eachobs_iter *it, eachobs_stats *st)
  *
  * A failure counts once the iteration has passed it: unordered, when
  * eachobs_next() took it instead of an observation; ordered, when every
- * lower index was yielded.
+ * earlier position was yielded.
  *
  * @param it   the iterator; NULL gives 0.
  * @param out  receives the first min(max, EACHOBS_FAILURES_KEPT) failures,

@@ -22,8 +22,8 @@ TIMEOUT_S = 30
 
 def run(argv):
     """(status, stdout, stderr) of argv, or None after the deadline."""
-    # A session of its own, so that a run past its deadline is killed with
-    # every child it started.
+    # Its own process group, so that a run past its deadline is killed
+    # with every child it started.
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          start_new_session=True)

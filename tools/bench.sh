@@ -1,7 +1,7 @@
 #!/bin/sh
 # The main job, from a fresh Debian 12 machine: installs what is missing,
-# builds eachobs optimized, and runs the TimeDataset benchmark (the seed
-# pull request's cases).
+# builds eachobs optimized, and runs the TimeDataset benchmark (the cases
+# of MLUtils.jl pull request #33).
 #
 # Usage: tools/bench.sh [--help] [OPTION]...
 # The options go to the benchmark (build-release/bench/timedataset --help

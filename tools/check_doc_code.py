@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Every ```c block in docs/*.md must be a verbatim excerpt of a file
-examples/*.c, and every ```cpp block of a file examples/*.cpp, which the
-test suite compiles and runs; so no code a reader copies from the guide is
-untested. Usage: check_doc_code.py SOURCE_ROOT"""
+"""Every ```c block in README.md and docs/*.md must be a verbatim excerpt of
+a file examples/*.c, and every ```cpp block of a file examples/*.cpp, which
+the test suite compiles and runs; so no code a reader copies from the
+README or the guide is untested. Usage: check_doc_code.py SOURCE_ROOT"""
 import pathlib
 import re
 import sys
@@ -22,7 +22,8 @@ examples = {
 }
 bad = 0
 blocks = 0
-for doc in sorted((root / "docs").glob("*.md")):
+docs = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
+for doc in docs:
     text = doc.read_text()
     for m in re.finditer(r"```(c|cpp)\n(.*?)```", text, re.S):
         blocks += 1

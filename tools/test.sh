@@ -145,7 +145,7 @@ pass_if() {
 	fi
 }
 pass_if "fuzz: tools/fuzz.sh 60" build-fuzz.log build-fuzz.rc '^(Done|stat::)'
-# Issue 5's distributed example: counts as one test.
+# The MPI shards example (docs/distributed.md): counts as one test.
 pass_if "mpi: tools/mpi_example.sh" build-mpi.log build-mpi.rc 'epoch|OK'
 echo "$passed passed, $failed failed"
 exit $status
