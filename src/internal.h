@@ -4,6 +4,7 @@
  * Map of the sources:
  *   event.c  sleeping and waking: an event count over a futex
  *   alloc.c  allocation and thread creation, with test-only fault injection
+ *   cpus.c   what nthreads = 0 means: the CPUs this process may use
  *   pool.c   worker threads, per-worker deques of index ranges, stealing
  *   ring.c   unordered hand-off: slots through two ck_rings, with credits
  *   order.c  ordered hand-off: the slots as a reorder window
@@ -146,6 +147,20 @@ void eachobs__free(void *p);
 int eachobs__thread_create(pthread_t *t, size_t stack_size,
 			   const cpu_set_t *cpus, void *(*fn)(void *),
 			   void *arg);
+
+/* ---- cpus.c: the default number of threads ---------------------------- */
+
+/* The CPUs the calling thread may run on (its affinity), at most a cgroup
+ * v2 quota's worth; 1 .. EACHOBS_MAX_THREADS. Reads them at every call. */
+unsigned eachobs__default_threads(void);
+/* A cgroup v2 cpu.max file's text, "QUOTA PERIOD" or "max PERIOD": the
+ * quota in whole CPUs, ceil(QUOTA / PERIOD), or 0 for none (and for text
+ * it cannot read). */
+unsigned eachobs__cpu_max_parse(const char *text);
+/* The cgroup v2 path ("0::PATH") in /proc/self/cgroup's text, copied into
+ * path; -ENOENT when there is none, it does not fit, or it lies outside
+ * the process's cgroup namespace. */
+int eachobs__cgroup2_path(const char *text, char *path, size_t size);
 
 /* ---- slots ----------------------------------------------------------- */
 

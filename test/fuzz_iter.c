@@ -226,15 +226,16 @@ static int threads_now(void)
 	return k;
 }
 
-static unsigned online(void)
-{
-	return (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-}
+/* src/cpus.c, compiled into the harness with the library. */
+unsigned eachobs__default_threads(void);
 
-/* nthreads with 0 resolved: the pool's size, else every online CPU. */
+/* nthreads with 0 resolved: the pool's size, else the CPUs this process
+ * may use (src/cpus.c: its affinity, a cgroup quota). */
 static size_t resolved(const struct plan *p, unsigned nthreads)
 {
-	return nthreads ? nthreads : p->pool_n ? p->pool_n : online();
+	return nthreads	     ? nthreads
+	       : p->pool_n ? p->pool_n
+			   : eachobs__default_threads();
 }
 
 /*
