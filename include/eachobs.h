@@ -220,9 +220,15 @@ typedef struct eachobs_pool eachobs_pool;
  */
 typedef struct eachobs_options {
 	/**
-	 * Worker threads. 0: the number of online CPUs. At most
-	 * EACHOBS_MAX_THREADS. Fewer are started when there are fewer tasks
-	 * than threads.
+	 * Worker threads. 0: the number of CPUs this process may run on,
+	 * not the machine's: the calling thread's CPU affinity (taskset,
+	 * numactl, Slurm's --cpus-per-task, an MPI launcher's binding), and
+	 * no more than a cgroup v2 CPU quota allows, rounded up (docker
+	 * --cpus, Kubernetes CPU limits, systemd's CPUQuota); at least 1.
+	 * Counted at every start (a quota read less than a second before
+	 * may be reused); with a pool, 0 means the pool's size instead. At
+	 * most EACHOBS_MAX_THREADS. Fewer are started when there are fewer
+	 * tasks than threads.
 	 */
 	unsigned nthreads;
 	/**
