@@ -291,12 +291,25 @@ void eachobs__lender_attach(eachobs_pool *pool);
 void eachobs__lender_detach(eachobs_pool *pool);
 unsigned eachobs__lender_size(const eachobs_pool *pool);
 /* Give the iterator's workers [0, k) to k idle threads of pool, as many
- * as are idle up to it->pool.nthreads, and set it->pool.nlent = k under
+ * idle ones as can take on its nice value (threads.c) up to
+ * it->pool.nthreads, and set it->pool.nlent = k under
  * the pool's lock, so that a thread that sees its job early (it may,
  * harmlessly) also sees k. Each thread runs its worker once
  * eachobs__lender_wake wakes it. */
 void eachobs__lender_reserve(eachobs_pool *pool, eachobs_iter *it);
 void eachobs__lender_wake(struct eachobs__worker *w);
+/* Consumer, before the gate opens: set cpus on the reserved thread of w;
+ * -EAGAIN when the system refuses them (no CPU of the set is one the
+ * process may use), as pthread_create does for a created worker. */
+int eachobs__lender_check_cpus(struct eachobs__worker *w,
+			       const cpu_set_t *cpus);
+/* On lent thread w->lent, before it loads: run at the iterator's nice
+ * value (best effort; 0: the pool's), until the worker is done. Call it
+ * before waking other lent threads (threads.c says why). */
+void eachobs__lender_renice(struct eachobs__worker *w, int nice);
+/* On lent thread w->lent, before it loads: run on cpus, or the pool's
+ * CPUs for NULL (cheap when the thread runs there already). */
+void eachobs__lender_pin(struct eachobs__worker *w, const cpu_set_t *cpus);
 /* Wait until no thread of pool runs a worker of it. */
 void eachobs__lender_wait(eachobs_pool *pool, eachobs_iter *it);
 
