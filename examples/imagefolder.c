@@ -463,9 +463,26 @@ struct run {
  * a CPU-bound getobs it gets CPUs - 1 workers: CPUs workers and the
  * consumer put three decoders on two cores, which measured about 6% slower
  * on a quiet 2-core machine (docs/imagefolder.md).
- * BACKGROUND's consumer never decodes: the library's default, the online
- * CPUs. Off-core, the workers get the CPUs the consumer is not pinned to.
+ * BACKGROUND's consumer never decodes: the library's default, the CPUs
+ * this process may use. Off-core, the workers get the CPUs the consumer
+ * is not pinned to.
  */
+/*
+ * The CPUs this process may run on: under taskset, numactl or a
+ * launcher's binding, fewer than the machine has. nthreads = 0 counts
+ * these too (and a cgroup CPU quota, when one is lower), so with
+ * BACKGROUND the count only matters for the report and the PyTorch row;
+ * THREADED's CPUs - 1 needs it.
+ */
+static unsigned usable_cpus(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 1)
+		return 1;
+	return (unsigned)CPU_COUNT(&set);
+}
+
 static unsigned config_threads(const struct config *cf, unsigned nthreads,
 			       unsigned cpus)
 {
@@ -992,8 +1009,7 @@ int main(int argc, char **argv)
 		{ "background-nice", EACHOBS_BACKGROUND, 0, 10 },
 	};
 	struct pipeline p = { &f, seed, 0 };
-	long online = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned cpus = online > 0 ? (unsigned)online : 1;
+	unsigned cpus = usable_cpus();
 	struct run alone = { 0 };
 	double alone_rate = 0;
 

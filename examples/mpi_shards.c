@@ -12,12 +12,13 @@
  * MPI_Init (Open MPI and MPICH pass them unchanged), so that --help works
  * without mpirun.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 
 #include <eachobs.h>
 #include <mpi.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -193,15 +194,25 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
-	/* The ranks on one node share its cores. */
+	/* The ranks on one node may share its cores. Bound to CPUs of their
+	 * own (srun, mpirun --bind-to core), each takes the CPUs it may run
+	 * on; sharing them (no binding, or a socket for several ranks), they
+	 * divide what they share. */
 	MPI_Comm node;
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
 			    MPI_INFO_NULL, &node);
 	MPI_Comm_size(node, &local_ranks);
+	cpu_set_t mine, any;
+	if (sched_getaffinity(0, sizeof mine, &mine) != 0)
+		fail(rank, "cannot read the CPU affinity");
+	MPI_Allreduce(&mine, &any, (int)sizeof mine, MPI_BYTE, MPI_BOR, node);
+	int own = CPU_COUNT(&mine), owned;
+	MPI_Allreduce(&own, &owned, 1, MPI_INT, MPI_SUM, node);
 	MPI_Comm_free(&node);
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned nthreads = cpus > local_ranks ? (unsigned)(cpus / local_ranks)
-					       : 1;
+	int shared = CPU_COUNT(&any);
+	unsigned nthreads = owned == shared	    ? (unsigned)own
+			    : shared > local_ranks ? (unsigned)(shared / local_ranks)
+						   : 1;
 
 	/* Every rank must shuffle with the same seed: take rank 0's. */
 	struct synthetic d = { .n = NOBS, .seed = 2024 };

@@ -249,9 +249,15 @@ typedef struct eachobs_allocator {
  */
 typedef struct eachobs_options {
 	/**
-	 * Worker threads. 0: the number of online CPUs. At most
-	 * EACHOBS_MAX_THREADS. Fewer are started when there are fewer tasks
-	 * than threads.
+	 * Worker threads. 0: the number of CPUs this process may run on,
+	 * not the machine's: the calling thread's CPU affinity (taskset,
+	 * numactl, Slurm's --cpus-per-task, an MPI launcher's binding), and
+	 * no more than a cgroup v2 CPU quota allows, rounded up (docker
+	 * --cpus, Kubernetes CPU limits, systemd's CPUQuota); at least 1.
+	 * Counted at every start (a quota read less than a second before
+	 * may be reused); with a pool, 0 means the pool's size instead. At
+	 * most EACHOBS_MAX_THREADS. Fewer are started when there are fewer
+	 * tasks than threads.
 	 */
 	unsigned nthreads;
 	/**
@@ -340,18 +346,21 @@ typedef struct eachobs_options {
 	 *
 	 * worker_cpus: NULL, or nworker_cpus CPU numbers the worker threads
 	 * may run on (for example every CPU but the one the training thread
-	 * is pinned to). Each must be below EACHOBS_MAX_CPU; one the system
-	 * cannot use gives -EAGAIN at start. nworker_cpus = 0 means no
-	 * restriction.
+	 * is pinned to), created or borrowed from a pool (see pool). Each
+	 * must be below EACHOBS_MAX_CPU; a list none of whose CPUs the
+	 * system lets the process use gives -EAGAIN at start.
+	 * nworker_cpus = 0 means no restriction (borrowed threads: the
+	 * pool's CPUs).
 	 */
 	const unsigned *worker_cpus;
 	/** The number of entries in worker_cpus; 0: no restriction. */
 	unsigned nworker_cpus;
 	/**
-	 * 0: workers run at the caller's scheduling priority. 1..19: workers
-	 * run at this nice value, so that when they and the training thread
-	 * both want a core the training thread wins, while idle cores still
-	 * go to the workers. Other values: -EINVAL.
+	 * 0: workers run at the caller's scheduling priority (borrowed
+	 * threads: the pool's). 1..19: workers, created or borrowed, run at
+	 * this nice value, so that when they and the training thread both
+	 * want a core the training thread wins, while idle cores still go to
+	 * the workers. Other values: -EINVAL.
 	 */
 	int worker_nice;
 	/**
@@ -402,8 +411,18 @@ typedef struct eachobs_options {
 	 * workers (another iterator holds them), it creates its own for the
 	 * rest instead of waiting, so iterators sharing a pool never wait for
 	 * each other. Borrowed threads keep the pool's stack size (the
-	 * default), CPUs and priority: stack_size, worker_cpus and worker_nice
-	 * apply only to threads the iterator creates. The pool must outlive
+	 * default; stack_size applies to threads the iterator creates), and
+	 * take on worker_cpus and worker_nice while lent, before their first
+	 * getobs: an iterator without them gets the pool's own CPUs and nice
+	 * value, those of the thread that created the pool. A thread is lent
+	 * to one iterator at a time, so iterators with different placements
+	 * share a pool (training kept off the trainer's core, validation
+	 * anywhere) without undoing each other's. Raising a nice value is
+	 * free but lowering it needs CAP_SYS_NICE (or RLIMIT_NICE): without
+	 * it, a pool thread that ran at nice N stays at N and is lent only
+	 * to iterators that ask for N or more; the others create threads for
+	 * the difference. Give the iterators on one pool the same
+	 * worker_nice, or use a pool per nice value. The pool must outlive
 	 * the iterator.
 	 */
 	eachobs_pool *pool;
@@ -537,6 +556,10 @@ typedef struct eachobs_iter eachobs_iter;
  * Create a pool of nthreads persistent worker threads, asleep until an
  * iterator borrows them (eachobs_options.pool).
  *
+ * The threads start on the calling thread's CPUs (its affinity) at its
+ * nice value: the pool's own placement, which they take on again for
+ * iterators without worker_cpus or worker_nice.
+ *
  * @param pool      receives the pool; NULL on failure.
  * @param nthreads  1 .. EACHOBS_MAX_THREADS.
  * @return 0; -EINVAL when pool is NULL or nthreads is 0 or above
@@ -601,7 +624,9 @@ EACHOBS_API void eachobs_pool_destroy(eachobs_pool *pool);
  *           nothing;
  *   -ENOMEM when an allocation fails;
  *   -EAGAIN when a thread cannot be created (resource limits, or a
- *           stack_size the system cannot provide).
+ *           stack_size the system cannot provide), or the system lets
+ *           the process use none of worker_cpus (on created and
+ *           borrowed threads alike).
  *   On failure no getobs() has run (numobs() may have, except for -E2BIG
  *   and the opts_size -EINVAL, which are found before anything is
  *   called), every thread that was started has been joined and nothing is

@@ -157,7 +157,8 @@ const char *eachobs_strerror(int code)
 		return "out of memory while allocating the iterator or its "
 		       "slots";
 	case -EAGAIN:
-		return "could not create a worker thread (resource limit)";
+		return "could not start the worker threads (a resource limit, "
+		       "or worker_cpus the system refuses)";
 	case -ERANGE:
 		return "getobs returned a positive value; it must return 0 or "
 		       "a negative code";

@@ -5,6 +5,7 @@
  *   event.c  sleeping and waking: an event count over a futex
  *   alloc.c  allocation and thread creation, with test-only fault injection
  *   arena.c  the memory items live in: the user's allocator, references
+ *   cpus.c   what nthreads = 0 means: the CPUs this process may use
  *   pool.c   worker threads, per-worker deques of index ranges, stealing
  *   ring.c   unordered hand-off: slots through two ck_rings, with credits
  *   order.c  ordered hand-off: the slots as a reorder window
@@ -196,6 +197,20 @@ void eachobs__arena_drain(struct eachobs__arena *ar,
 /* The iterator closes: items given back from now on are not taken in. */
 void eachobs__arena_close(struct eachobs__arena *ar);
 
+/* ---- cpus.c: the default number of threads ---------------------------- */
+
+/* The CPUs the calling thread may run on (its affinity), at most a cgroup
+ * v2 quota's worth; 1 .. EACHOBS_MAX_THREADS. Reads them at every call. */
+unsigned eachobs__default_threads(void);
+/* A cgroup v2 cpu.max file's text, "QUOTA PERIOD" or "max PERIOD": the
+ * quota in whole CPUs, ceil(QUOTA / PERIOD), or 0 for none (and for text
+ * it cannot read). */
+unsigned eachobs__cpu_max_parse(const char *text);
+/* The cgroup v2 path ("0::PATH") in /proc/self/cgroup's text, copied into
+ * path; -ENOENT when there is none, it does not fit, or it lies outside
+ * the process's cgroup namespace. */
+int eachobs__cgroup2_path(const char *text, char *path, size_t size);
+
 /* ---- slots ----------------------------------------------------------- */
 
 /*
@@ -325,12 +340,25 @@ void eachobs__lender_attach(eachobs_pool *pool);
 void eachobs__lender_detach(eachobs_pool *pool);
 unsigned eachobs__lender_size(const eachobs_pool *pool);
 /* Give the iterator's workers [0, k) to k idle threads of pool, as many
- * as are idle up to it->pool.nthreads, and set it->pool.nlent = k under
+ * idle ones as can take on its nice value (threads.c) up to
+ * it->pool.nthreads, and set it->pool.nlent = k under
  * the pool's lock, so that a thread that sees its job early (it may,
  * harmlessly) also sees k. Each thread runs its worker once
  * eachobs__lender_wake wakes it. */
 void eachobs__lender_reserve(eachobs_pool *pool, eachobs_iter *it);
 void eachobs__lender_wake(struct eachobs__worker *w);
+/* Consumer, before the gate opens: set cpus on the reserved thread of w;
+ * -EAGAIN when the system refuses them (no CPU of the set is one the
+ * process may use), as pthread_create does for a created worker. */
+int eachobs__lender_check_cpus(struct eachobs__worker *w,
+			       const cpu_set_t *cpus);
+/* On lent thread w->lent, before it loads: run at the iterator's nice
+ * value (best effort; 0: the pool's), until the worker is done. Call it
+ * before waking other lent threads (threads.c says why). */
+void eachobs__lender_renice(struct eachobs__worker *w, int nice);
+/* On lent thread w->lent, before it loads: run on cpus, or the pool's
+ * CPUs for NULL (cheap when the thread runs there already). */
+void eachobs__lender_pin(struct eachobs__worker *w, const cpu_set_t *cpus);
 /* Wait until no thread of pool runs a worker of it. */
 void eachobs__lender_wait(eachobs_pool *pool, eachobs_iter *it);
 

@@ -33,14 +33,11 @@ static size_t ceil_div(size_t a, size_t b)
 	return a / b + (a % b != 0);
 }
 
-static unsigned online_cpus(void)
+/* nthreads = 0 without a pool: the CPUs this process may use (cpus.c).
+ * SERIAL starts no thread, so it does not pay for reading them. */
+static unsigned default_threads(const eachobs_options *o)
 {
-	long c = sysconf(_SC_NPROCESSORS_ONLN);
-
-	if (c < 1)
-		return 1;
-	return c > (long)EACHOBS_MAX_THREADS ? EACHOBS_MAX_THREADS
-					     : (unsigned)c;
+	return o->executor == EACHOBS_SERIAL ? 1 : eachobs__default_threads();
 }
 
 static size_t default_buffersize(const eachobs_options *o, unsigned nthreads,
@@ -162,7 +159,7 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 		return -EINVAL;
 	cfg->nthreads = o->nthreads ? o->nthreads
 		      : o->pool	 ? eachobs__lender_size(o->pool)
-				 : online_cpus();
+				 : default_threads(o);
 	cfg->buffersize = o->buffersize ? o->buffersize
 					: default_buffersize(o, cfg->nthreads,
 							     cfg->buf_bytes);

@@ -284,8 +284,13 @@ void eachobs__worker_run(struct eachobs__worker *w)
 {
 	eachobs_iter *it = w->it;
 
-	if (w->borrowed)
+	/* A lent thread takes on the iterator's placement, or the pool's,
+	 * before its first getobs (the gate may be open already). */
+	if (w->borrowed) {
+		eachobs__lender_renice(w, it->worker_nice);
 		wake_children(it, w->self);
+		eachobs__lender_pin(w, it->pin ? &it->cpus : NULL);
+	}
 	eachobs__tls_stats = &w->stats;
 	eachobs__event_wait_timed(&it->pool.ev_go, go_or_closing, it, 0);
 	if (!eachobs__closing(it)) {
@@ -335,18 +340,27 @@ int eachobs__pool_start(eachobs_iter *it)
 	}
 	if (p->lender)
 		eachobs__lender_reserve(p->lender, it);
-	/* Lent threads cannot fail to start: with no thread to create they
-	 * may load as soon as they wake. One that saw its job before being
-	 * woken may already wait for go (a notify without sleepers is two
-	 * atomic operations). */
-	if (p->nlent == p->nthreads) {
+	/* worker_cpus the system refuses fail the start on lent threads as
+	 * on created ones; asked on one lent thread, the answer holds for
+	 * all (threads.c). The lent threads are woken all the same, to see
+	 * the close that follows. */
+	int rc = 0;
+	if (p->nlent > 0 && it->pin)
+		rc = eachobs__lender_check_cpus(&p->workers[0], &it->cpus);
+	/* Otherwise lent threads cannot fail to start: with no thread to
+	 * create they may load as soon as they wake. One that saw its job
+	 * before being woken may already wait for go (a notify without
+	 * sleepers is two atomic operations). */
+	if (rc == 0 && p->nlent == p->nthreads) {
 		atomic_store_explicit(&p->go, true, memory_order_release);
 		eachobs__event_notify(&p->ev_go, INT_MAX);
 	}
 	if (p->nlent > 0)
 		eachobs__lender_wake(&p->workers[0]);
+	if (rc < 0)
+		return rc; /* the caller closes; nothing loaded */
 	for (unsigned j = p->nlent; j < p->nthreads; j++) {
-		int rc = create(it, j);
+		rc = create(it, j);
 		if (rc < 0)
 			return rc;
 	}

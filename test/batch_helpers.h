@@ -178,7 +178,7 @@ static inline size_t bd_unit_bytes(size_t cap, size_t obs_size)
 static inline size_t bd_unit_bound(const eachobs_options *o, size_t obs_size)
 {
 	size_t hold = o->hold ? o->hold : 1;
-	size_t nt = o->nthreads ? o->nthreads : online_cpus();
+	size_t nt = o->nthreads ? o->nthreads : default_nthreads();
 	size_t bs = o->buffersize;
 
 	if (o->executor == EACHOBS_SERIAL)

@@ -50,11 +50,12 @@ void sleep_us(unsigned us)
 		;
 }
 
-unsigned online_cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
+/* src/cpus.c; internal, reached through the static test library. */
+unsigned eachobs__default_threads(void);
 
-	return n > 0 ? (unsigned)n : 1u;
+unsigned default_nthreads(void)
+{
+	return eachobs__default_threads();
 }
 
 const char *executor_name(eachobs_executor ex)
@@ -76,7 +77,7 @@ size_t slot_bound(const eachobs_options *o, size_t obs_size)
 
 	if (o && o->executor == EACHOBS_SERIAL)
 		return 1;
-	nt = o && o->nthreads ? o->nthreads : online_cpus();
+	nt = o && o->nthreads ? o->nthreads : default_nthreads();
 	if (o && o->buffersize) {
 		bs = o->buffersize;
 	} else {

@@ -137,7 +137,9 @@ uint64_t splitmix64(uint64_t *state);
 uint64_t mix64(uint64_t x);
 double now_s(void);
 void sleep_us(unsigned us);
-unsigned online_cpus(void);
+/* What nthreads = 0 means without a pool: the CPUs this process may use
+ * (src/cpus.c), as eachobs_parallel would count them now. */
+unsigned default_nthreads(void);
 const char *executor_name(eachobs_executor ex);
 /* Upper bound on slots for these options and observations of obs_size
  * bytes, as documented in eachobs.h. */

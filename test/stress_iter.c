@@ -3,7 +3,9 @@
  * run random iterators one after another and check every promise that can
  * be checked from outside: every index exactly once (in order when asked),
  * slot bytes written by getobs and unchanged while held, the memory bound,
- * which threads ran getobs, error reporting and early close.
+ * which threads ran getobs, error reporting and early close. Some
+ * iterators place their workers (worker_nice, one of the process's CPUs),
+ * so that threads of the shared pool move between placements under TSan.
  *
  * A plain main(), not Criterion, so that it runs under ThreadSanitizer.
  *
@@ -20,6 +22,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +39,7 @@ struct cfg {
 	int consumer_us; /* the consumer's own work per observation */
 	bool use_pool;   /* borrow threads from the pool every consumer shares */
 	bool interrupts; /* another thread calls eachobs_interrupt meanwhile */
+	int pin_cpu;     /* -1, or the one CPU of worker_cpus */
 };
 
 struct ds {
@@ -50,6 +54,19 @@ static atomic_llong progress[64];
 static atomic_llong total_configs, total_observations, total_failures;
 static struct cfg current[64];
 static eachobs_pool *shared_pool;
+/* The CPUs this process may run on, which worker_cpus draws from. */
+static unsigned allowed_cpus[CPU_SETSIZE], nallowed_cpus;
+
+static void read_allowed_cpus(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return;
+	for (unsigned c = 0; c < CPU_SETSIZE && c < EACHOBS_MAX_CPU; c++)
+		if (CPU_ISSET(c, &set))
+			allowed_cpus[nallowed_cpus++] = c;
+}
 
 static unsigned long long next_rand(unsigned long long *s)
 {
@@ -71,13 +88,13 @@ static void print_cfg(FILE *f, const struct cfg *c)
 		"basesize=%zu oversub=%u executor=%d ordered=%d sleep_us=%d "
 		"close_after=%zu fail_at=%zu on_error=%d consumer_us=%d "
 		"batchsize=%zu drop_last=%d hold=%u use_pool=%d "
-		"interrupts=%d\n",
+		"interrupts=%d worker_nice=%d pin_cpu=%d\n",
 		c->seed, c->n, c->obs_size, c->o.nthreads, c->o.buffersize,
 		c->o.basesize, c->o.oversubscription, (int)c->o.executor,
 		(int)c->o.ordered, c->sleep_us, c->close_after, c->fail_at,
 		(int)c->o.on_error, c->consumer_us, c->o.batchsize,
 		(int)c->o.drop_last, c->o.hold, (int)c->use_pool,
-		(int)c->interrupts);
+		(int)c->interrupts, c->o.worker_nice, c->pin_cpu);
 }
 
 #define CHECK(cond, c, ...)                                                \
@@ -158,6 +175,14 @@ static struct cfg random_cfg(unsigned long long *s)
 		c.o.hold = 1 + (unsigned)(next_rand(s) % 4);
 	c.use_pool = next_rand(s) % 3 == 0;
 	c.interrupts = next_rand(s) % 4 == 0;
+	/* Placement, last so that older seeds keep the draws above: on the
+	 * shared pool, consumers borrow threads that another's iterator just
+	 * placed elsewhere. */
+	c.o.worker_nice = next_rand(s) % 4 == 0 ? 5 * (1 + (int)(next_rand(s) % 2))
+						: 0;
+	c.pin_cpu = next_rand(s) % 4 == 0 && nallowed_cpus
+			    ? (int)allowed_cpus[next_rand(s) % nallowed_cpus]
+			    : -1;
 	return c;
 }
 
@@ -275,8 +300,13 @@ static void run_one(int who, const struct cfg *c)
 	CHECK(seen && d.calls, c, "test out of memory");
 	current[who] = *c;
 	eachobs_options o = c->o;
+	unsigned cpu = (unsigned)c->pin_cpu; /* read at start only */
 	if (c->use_pool)
 		o.pool = shared_pool;
+	if (c->pin_cpu >= 0) {
+		o.worker_cpus = &cpu;
+		o.nworker_cpus = 1;
+	}
 	rc = eachobs_parallel(&it, &(eachobs_dataset){ &d, numobs, getobs,
 						       c->obs_size },
 			      &o);
@@ -548,6 +578,8 @@ static void *watchdog(void *p)
 static int replay(unsigned long long cfg_seed)
 {
 	unsigned long long s = cfg_seed;
+
+	read_allowed_cpus();
 	struct cfg c = random_cfg(&s);
 
 	if (c.o.executor != EACHOBS_SERIAL && c.o.nthreads == 0)
@@ -588,6 +620,7 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
+	read_allowed_cpus();
 	pthread_barrier_init(&barrier, NULL, (unsigned)nconsumers);
 	/* Shared by every consumer: iterators borrow from it concurrently. */
 	if (eachobs_pool_create(&shared_pool, 4) != 0) {
