@@ -13,7 +13,8 @@
  *   resume.c  checkpoint and resume: yielded units as spans, the record
  *   load.c   running getobs: one observation, or a batch several threads fill
  *   hold.c   what the consumer holds, and eachobs_release
- *   iter.c   the public iterator: validation, defaults, start, next, close
+ *   start.c  starting and stopping: validation, defaults, plan, allocation
+ *   iter.c   the consumer: next, batches, release, checkpoint, interrupt
  *   error.c  eachobs_strerror, eachobs_last_error and the messages
  *   abi.c    what keeps programs built against other 0.x headers working:
  *            options and stats passed with their size, the 0.1 entry
@@ -485,6 +486,10 @@ static inline bool eachobs__failed(const eachobs_iter *it)
 	return atomic_load_explicit(&it->fail.set, memory_order_acquire);
 }
 
+/* start.c: stop the workers and free everything (eachobs_close, a failed
+ * start). */
+void eachobs__destroy(eachobs_iter *it);
+
 /* The original unit that unit u stands for: itself, unless resumed. */
 static inline size_t eachobs__unit_origin(const eachobs_iter *it, size_t u)
 {
@@ -569,8 +574,9 @@ size_t eachobs__pool_claim_run(eachobs_iter *it, unsigned self, size_t max,
 bool eachobs__pool_take_one(eachobs_iter *it, size_t *idx);
 size_t eachobs__pool_take_run(eachobs_iter *it, size_t max, size_t *first);
 
-/* iter.c: eachobs_parallel_sized and eachobs_get_stats_sized (abi.c) with
- * the options and stats of this library's own size; o is never NULL. */
+/* start.c and iter.c: eachobs_parallel_sized and eachobs_get_stats_sized
+ * (abi.c) with the options and stats of this library's own size; o is
+ * never NULL. */
 int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 		      const eachobs_options *o);
 void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st);

@@ -1,0 +1,453 @@
+/*
+ * Starting and stopping an iterator: argument checks, defaults, the plan
+ * (units, workers, slots), allocation, start-up, and the close protocol.
+ *
+ * Close protocol: set `closing`, wake every sleeper (each wait tests
+ * `closing`), join the workers, free. Workers test `closing` right before
+ * every getobs and in every wait, so close returns once the getobs calls
+ * already running have returned.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+_Static_assert(EACHOBS_MAX_CPU <= CPU_SETSIZE,
+	       "worker_cpus entries must fit a cpu_set_t");
+
+struct config {
+	unsigned nthreads;  /* requested or derived */
+	size_t buffersize;  /* units */
+	size_t consumer;    /* units the consumer may hold: max(1, hold) */
+	size_t cap;         /* observations per unit */
+	size_t buf_bytes;   /* bytes of one unit, rounded up to 64 */
+};
+
+static size_t ceil_div(size_t a, size_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+/* nthreads = 0 without a pool: the CPUs this process may use (cpus.c).
+ * SERIAL starts no thread, so it does not pay for reading them. */
+static unsigned default_threads(const eachobs_options *o)
+{
+	return o->executor == EACHOBS_SERIAL ? 1 : eachobs__default_threads();
+}
+
+static size_t default_buffersize(const eachobs_options *o, unsigned nthreads,
+				 size_t unit_bytes)
+{
+	size_t per = o->batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD
+				  : EACHOBS_DEFAULT_BUFFER_PER_THREAD;
+	size_t min = o->batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_MIN
+				  : EACHOBS_DEFAULT_BUFFER_MIN;
+	size_t b = per * nthreads;
+
+	if (b < min)
+		b = min;
+	/* Small observations: a buffer of EACHOBS_DEFAULT_BUFFER_BYTES costs
+	 * nothing and saves wake-ups (see eachobs_options.buffersize). */
+	size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES /
+		       (unit_bytes > EACHOBS__CACHELINE ? unit_bytes
+							: EACHOBS__CACHELINE);
+	if (cheap > EACHOBS_DEFAULT_BUFFER_MAX)
+		cheap = EACHOBS_DEFAULT_BUFFER_MAX;
+	return b < cheap ? cheap : b;
+}
+
+/* The sizes of one unit's memory, or -EINVAL when they overflow. */
+static int unit_size(const eachobs_dataset *data, const eachobs_options *o,
+		     struct config *cfg)
+{
+	if (o->batchsize > EACHOBS_MAX_BATCHSIZE)
+		return eachobs__fail(-EINVAL,
+				     "batchsize %zu exceeds EACHOBS_MAX_BATCHSIZE "
+				     "(%zu)",
+				     o->batchsize, EACHOBS_MAX_BATCHSIZE);
+	cfg->cap = o->batchsize ? o->batchsize : 1;
+	if (data->obs_size && cfg->cap > (SIZE_MAX - EACHOBS__CACHELINE) /
+						 data->obs_size)
+		return eachobs__fail(-EINVAL,
+				     "data->obs_size %zu times batchsize %zu "
+				     "overflows size_t",
+				     data->obs_size, o->batchsize);
+	cfg->buf_bytes = (cfg->cap * data->obs_size + EACHOBS__CACHELINE - 1) &
+			 ~(size_t)(EACHOBS__CACHELINE - 1);
+	/* Even empty observations get a cache line each, so that every unit
+	 * has its own data pointer: eachobs_release finds a held item by it
+	 * (with one shared pointer it could give back the wrong one). */
+	if (cfg->buf_bytes == 0)
+		cfg->buf_bytes = EACHOBS__CACHELINE;
+	cfg->consumer = o->hold ? o->hold : 1;
+	return 0;
+}
+
+/* Memory for units buffers (data, idx, len, status) must be countable. */
+static bool fits(const struct config *cfg, size_t units)
+{
+	size_t meta = 2 * sizeof(size_t) + sizeof(int);
+
+	if (units > EACHOBS_MAX_SLOTS)
+		return false;
+	if (cfg->buf_bytes && units > SIZE_MAX / cfg->buf_bytes)
+		return false;
+	return units <= SIZE_MAX / meta / cfg->cap;
+}
+
+/* What fits() found wrong with units slots (failure path only). */
+static int slots_fail(const struct config *cfg, const eachobs_options *o,
+		      size_t obs_size, size_t units)
+{
+	if (units > EACHOBS_MAX_SLOTS)
+		return eachobs__fail(-EINVAL,
+				     "buffersize %zu + nthreads %u + max(1, hold "
+				     "%u) = %zu slots exceed EACHOBS_MAX_SLOTS "
+				     "(%u)",
+				     cfg->buffersize, cfg->nthreads, o->hold,
+				     units, EACHOBS_MAX_SLOTS);
+	return eachobs__fail(-EINVAL,
+			     "data->obs_size %zu with batchsize %zu: %zu slots "
+			     "of %zu bytes overflow size_t",
+			     obs_size, o->batchsize, units, cfg->buf_bytes);
+}
+
+/* Everything that can be checked before numobs is called. */
+static int check_args(eachobs_iter **it, const eachobs_dataset *data,
+		      const eachobs_options *o, struct config *cfg)
+{
+	if (!it)
+		return eachobs__fail(-EINVAL, "eachobs_parallel: it is NULL");
+	*it = NULL;
+	if (!data)
+		return eachobs__fail(-EINVAL, "eachobs_parallel: data is NULL");
+	if (!data->numobs)
+		return eachobs__fail(-EINVAL, "data->numobs is NULL");
+	if (!data->getobs)
+		return eachobs__fail(-EINVAL, "data->getobs is NULL");
+	if (!o->resume != !o->resume_len)
+		return eachobs__fail(-EINVAL,
+				     "resume %s with resume_len %zu",
+				     o->resume ? "is set" : "is NULL",
+				     o->resume_len);
+	if (o->allocator && (!o->allocator->alloc || !o->allocator->free))
+		return eachobs__fail(-EINVAL, "allocator->%s is NULL",
+				     o->allocator->alloc ? "free" : "alloc");
+	if ((unsigned)o->executor > (unsigned)EACHOBS_SERIAL)
+		return eachobs__fail(-EINVAL,
+				     "executor %d is not an eachobs_executor",
+				     (int)o->executor);
+	if ((unsigned)o->on_error > (unsigned)EACHOBS_ON_ERROR_SKIP)
+		return eachobs__fail(-EINVAL,
+				     "on_error %d is not an eachobs_on_error",
+				     (int)o->on_error);
+	if (o->nthreads > EACHOBS_MAX_THREADS)
+		return eachobs__fail(-EINVAL,
+				     "nthreads %u exceeds EACHOBS_MAX_THREADS "
+				     "(%u)",
+				     o->nthreads, EACHOBS_MAX_THREADS);
+	if (o->hold > EACHOBS_MAX_SLOTS)
+		return eachobs__fail(-EINVAL,
+				     "hold %u exceeds EACHOBS_MAX_SLOTS (%u)",
+				     o->hold, EACHOBS_MAX_SLOTS);
+	if (unit_size(data, o, cfg) < 0)
+		return -EINVAL;
+	cfg->nthreads = o->nthreads ? o->nthreads
+		      : o->pool	 ? eachobs__lender_size(o->pool)
+				 : default_threads(o);
+	cfg->buffersize = o->buffersize ? o->buffersize
+					: default_buffersize(o, cfg->nthreads,
+							     cfg->buf_bytes);
+	if (o->executor == EACHOBS_SERIAL)
+		return fits(cfg, cfg->consumer) ? 0
+						: slots_fail(cfg, o, data->obs_size,
+							     cfg->consumer);
+	if (o->stack_size && o->stack_size < (size_t)PTHREAD_STACK_MIN)
+		return eachobs__fail(-EINVAL,
+				     "stack_size %zu is below PTHREAD_STACK_MIN "
+				     "(%zu)",
+				     o->stack_size, (size_t)PTHREAD_STACK_MIN);
+	if (o->worker_nice < 0 || o->worker_nice > 19)
+		return eachobs__fail(-EINVAL,
+				     "worker_nice %d is outside 0..19",
+				     o->worker_nice);
+	if (o->nworker_cpus && !o->worker_cpus)
+		return eachobs__fail(-EINVAL,
+				     "worker_cpus is NULL with nworker_cpus %u",
+				     o->nworker_cpus);
+	for (unsigned i = 0; i < o->nworker_cpus; i++)
+		if (o->worker_cpus[i] >= EACHOBS_MAX_CPU)
+			return eachobs__fail(-EINVAL,
+					     "worker_cpus[%u] = %u is not below "
+					     "EACHOBS_MAX_CPU (%u)",
+					     i, o->worker_cpus[i],
+					     EACHOBS_MAX_CPU);
+	if (cfg->buffersize > EACHOBS_MAX_SLOTS)
+		return eachobs__fail(-EINVAL,
+				     "buffersize %zu exceeds EACHOBS_MAX_SLOTS "
+				     "(%u)",
+				     cfg->buffersize, EACHOBS_MAX_SLOTS);
+	if (!fits(cfg, cfg->buffersize + cfg->nthreads + cfg->consumer))
+		return slots_fail(cfg, o, data->obs_size,
+				  cfg->buffersize + cfg->nthreads +
+					  cfg->consumer);
+	return 0;
+}
+
+/* Units per task: basesize observations, rounded up to whole units. */
+static size_t task_units(const eachobs_iter *it, const eachobs_options *o,
+			 unsigned nthreads)
+{
+	size_t os = o->oversubscription ? o->oversubscription
+					: EACHOBS_DEFAULT_OVERSUBSCRIPTION;
+
+	if (o->basesize)
+		return ceil_div(o->basesize, it->cap);
+	/* os * nthreads overflows only where size_t is 32 bits; one unit per
+	 * task is the limit it tends to anyway. */
+	size_t tasks = os > SIZE_MAX / nthreads ? SIZE_MAX : os * nthreads;
+	return it->nunits ? ceil_div(it->nunits, tasks) : 1;
+}
+
+/* What makes the iteration order: a checkpoint resumes only under the
+ * same. seed and epoch count only when shuffling, shard_index only when
+ * sharding: elsewhere they change nothing. */
+static uint64_t order_hash(const eachobs_options *o)
+{
+	uint64_t v[] = { o->indices ? o->nindices : UINT64_MAX,
+			 o->shuffle,
+			 o->shuffle ? o->seed : 0,
+			 o->shuffle ? o->epoch : 0,
+			 o->shard_count > 1 ? o->shard_index : 0,
+			 o->shard_count > 1 ? o->shard_count : 1,
+			 o->batchsize,
+			 o->drop_last };
+	uint64_t h = eachobs__fnv(EACHOBS__FNV_BASIS, v, sizeof(v));
+
+	if (o->indices)
+		h = eachobs__fnv(h, o->indices, o->nindices * sizeof(size_t));
+	return h;
+}
+
+/* The units of the iteration: all of the order's, or, resuming, those the
+ * checkpoint left (then it->nunits counts those). */
+static int plan_units(eachobs_iter *it, const eachobs_options *o,
+		      const struct config *cfg)
+{
+	it->batchsize = o->batchsize;
+	it->cap = cfg->cap;
+	it->npos = eachobs__sampler_len(&it->sampler);
+	if (o->batchsize && o->drop_last)
+		it->npos -= it->npos % o->batchsize;
+	it->nunits = ceil_div(it->npos, it->cap);
+	it->key = (struct eachobs__ckpt_key){ it->n, it->npos, it->nunits,
+					      o->batchsize, order_hash(o) };
+	if (!o->resume)
+		return 0;
+	int rc = eachobs__ckpt_read(&it->key, o->resume, o->resume_len,
+				    &it->remap);
+	if (rc == -EINVAL)
+		return eachobs__fail(rc, "resume: the %zu bytes are not a "
+				     "checkpoint of this iteration (damaged, "
+				     "truncated, or taken with another numobs "
+				     "or other order options)", o->resume_len);
+	if (rc < 0)
+		return eachobs__fail(rc, "resume: out of memory for the "
+				     "checkpoint's %zu bytes", o->resume_len);
+	it->resumed = true;
+	it->nunits = it->remap.total;
+	return 0;
+}
+
+/* Shape the run once the units are known: task size, workers, slots. */
+static unsigned plan(eachobs_iter *it, const eachobs_options *o,
+		     const struct config *cfg)
+{
+	size_t workers;
+
+	it->basesize = task_units(it, o, cfg->nthreads);
+	it->buffersize = cfg->buffersize;
+	it->buf_bytes = cfg->buf_bytes;
+	it->stack_size = o->stack_size ? o->stack_size
+				       : EACHOBS_DEFAULT_STACK_SIZE;
+	it->worker_nice = o->worker_nice;
+	/* SERIAL ignores placement, and check_args did not look at it: the
+	 * list may be NULL or out of range (found by test/fuzz_iter.c). */
+	it->pin = o->nworker_cpus > 0 && o->executor != EACHOBS_SERIAL;
+	CPU_ZERO(&it->cpus);
+	for (unsigned i = 0; it->pin && i < o->nworker_cpus; i++)
+		CPU_SET(o->worker_cpus[i], &it->cpus);
+	if (it->executor == EACHOBS_SERIAL || it->nunits == 0) {
+		it->nslots = cfg->consumer;
+		return 0;
+	}
+	if (it->ordered) {
+		/* Chunks larger than the window's share per worker would
+		 * leave workers waiting for room instead of loading. */
+		size_t share = cfg->buffersize / (2 * (size_t)cfg->nthreads);
+		size_t chunk = it->basesize < share ? it->basesize : share;
+		eachobs__order_init(it, chunk ? chunk : 1);
+		workers = ceil_div(it->nunits, it->order.chunk);
+	} else {
+		workers = ceil_div(it->nunits, it->basesize);
+	}
+	/* Batched, threads without a unit of their own help fill others'. */
+	if (it->batchsize)
+		workers = it->nunits > SIZE_MAX / it->cap ? SIZE_MAX
+							  : it->nunits * it->cap;
+	if (workers > cfg->nthreads)
+		workers = cfg->nthreads;
+	/* Ordered with hold = K, the consumer's K buffers are spares outside
+	 * the window (hold.c). */
+	it->nslots = cfg->buffersize + workers +
+		     (eachobs__hold_spares(it->ordered, o->hold) ? 0
+								  : cfg->consumer);
+	return (unsigned)workers;
+}
+
+static void set_buf(eachobs_iter *it, struct eachobs__buf *b, size_t i,
+		    size_t nbufs)
+{
+	size_t *idx = it->meta, *len = idx + nbufs * it->cap;
+	int *status = (int *)(len + nbufs * it->cap);
+
+	b->data = it->mem + i * it->buf_bytes;
+	b->idx = idx + i * it->cap;
+	b->len = len + i * it->cap;
+	b->status = status + i * it->cap;
+}
+
+/* Every unit buffer there will ever be: one per slot, and the spares. */
+static int alloc_slots(eachobs_iter *it, unsigned hold,
+		       const eachobs_allocator *a)
+{
+	size_t nspares = eachobs__hold_spares(it->ordered, hold);
+	size_t nbufs = it->nslots + nspares;
+	int rc;
+
+	it->slots = eachobs__alloc_aligned(it->nslots * sizeof(*it->slots));
+	if (!it->slots)
+		return eachobs__fail(-ENOMEM, "out of memory for %zu slots",
+				     it->nslots);
+	/* Before anything can fail: close wakes every slot's event. */
+	memset(it->slots, 0, it->nslots * sizeof(*it->slots));
+	for (size_t i = 0; i < it->nslots; i++) {
+		atomic_init(&it->slots[i].turn, 0);
+		eachobs__event_init(&it->slots[i].ev);
+	}
+	it->meta = eachobs__alloc_aligned(nbufs * it->cap *
+					  (2 * sizeof(size_t) + sizeof(int)));
+	if (!it->meta)
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for %zu buffers' indices "
+				     "and lengths", nbufs);
+	rc = eachobs__arena_create(&it->arena, a, nbufs * it->buf_bytes,
+				   hold);
+	if (rc == -ENOMEM)
+		return eachobs__fail(rc,
+				     "out of memory for %zu buffers of %zu bytes "
+				     "(buffersize %zu + workers + hold)%s",
+				     nbufs, it->buf_bytes, it->buffersize,
+				     a ? ": the allocator returned NULL" : "");
+	if (rc < 0)
+		return eachobs__fail(rc, "allocator: its block is not aligned "
+				     "to %d bytes", EACHOBS__CACHELINE);
+	it->mem = it->arena->mem;
+	for (size_t i = 0; i < it->nslots; i++)
+		set_buf(it, &it->slots[i].b, i, nbufs);
+	rc = eachobs__hold_init(it, hold);
+	for (size_t i = 0; rc == 0 && i < nspares; i++)
+		set_buf(it, &it->hold.spares[i], it->nslots + i, nbufs);
+	return rc;
+}
+
+void eachobs__destroy(eachobs_iter *it)
+{
+	atomic_store(&it->closing, true);
+	eachobs__pool_wake_all(it);
+	eachobs__ring_wake_all(it);
+	if (it->slots)
+		eachobs__order_wake_all(it);
+	eachobs__pool_join(it);
+	if (it->pool.lender)
+		eachobs__lender_detach(it->pool.lender);
+	eachobs__pool_fini(it);
+	eachobs__ring_fini(it);
+	eachobs__hold_fini(it);
+	eachobs__yielded_fini(&it->done);
+	eachobs__remap_fini(&it->remap);
+	eachobs__free(it->meta);
+	/* Tensors still alive keep the memory; their items come back to
+	 * nobody. */
+	eachobs__arena_close(it->arena);
+	eachobs__arena_unref(it->arena);
+	eachobs__free(it->slots);
+	/* Last: workers take it on a failure until they are joined. */
+	if (it->fail_lock_ready)
+		pthread_mutex_destroy(&it->fail.lock);
+	eachobs__free(it);
+}
+
+static int start(eachobs_iter *it, unsigned workers, unsigned hold,
+		 const eachobs_allocator *a)
+{
+	int rc = alloc_slots(it, hold, a);
+
+	/* Room for every run of yielded units there can be (resume.h). */
+	if (rc == 0)
+		rc = eachobs__yielded_init(&it->done,
+					   it->nslots + workers + 2);
+	if (rc == 0 && workers > 0 && !it->ordered)
+		rc = eachobs__ring_init(it);
+	if (rc == 0)
+		rc = eachobs__pool_init(it, workers);
+	if (rc == 0)
+		rc = eachobs__pool_start(it);
+	return rc;
+}
+
+int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
+		      const eachobs_options *o)
+{
+	struct config cfg;
+	int rc = check_args(itp, data, o, &cfg);
+
+	if (rc < 0)
+		return rc;
+	eachobs_iter *it = eachobs__alloc_aligned(sizeof(*it));
+	if (!it)
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for the iterator (%zu bytes)",
+				     sizeof(*it));
+	memset(it, 0, sizeof(*it));
+	pthread_mutex_init(&it->fail.lock, NULL);
+	it->fail_lock_ready = true;
+	it->data = *data;
+	it->executor = o->executor;
+	it->ordered = o->ordered && o->executor != EACHOBS_SERIAL;
+	it->skip_errors = o->on_error == EACHOBS_ON_ERROR_SKIP;
+	it->pool.lender = o->pool;
+	if (o->pool)
+		eachobs__lender_attach(o->pool);
+	eachobs__event_init(&it->pool.ev_go);
+	eachobs__event_init(&it->ring.ev_ready);
+	eachobs__event_init(&it->ring.ev_room);
+	eachobs__event_init(&it->ring.ev_free);
+	it->n = data->numobs(data->ctx);
+	rc = eachobs__sampler_init(&it->sampler, it->n, o);
+	if (rc == 0)
+		rc = plan_units(it, o, &cfg);
+	if (rc == 0)
+		rc = start(it, plan(it, o, &cfg), o->hold, o->allocator);
+	if (rc < 0) {
+		eachobs__destroy(it);
+		return rc;
+	}
+	*itp = it;
+	return 0;
+}
