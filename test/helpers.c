@@ -569,3 +569,33 @@ void thread_set_add(struct thread_set *s, pthread_t t)
 		s->tids[s->n++] = t;
 	pthread_mutex_unlock(&s->lock);
 }
+
+/* ---- the option space ---------------------------------------------- */
+
+void point_name(const struct point *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s batch %zu hold %u%s", executor_name(p->ex),
+		 p->ordered ? " ordered" : "", p->batchsize, p->hold,
+		 p->pool ? " pool" : "");
+}
+
+int points_each(const size_t *sizes, size_t nsizes, unsigned pool_threads,
+		void (*f)(const struct point *, eachobs_pool *))
+{
+	eachobs_pool *pool;
+
+	if (eachobs_pool_create(&pool, pool_threads) != 0)
+		return -1;
+	for (size_t e = 0; e < NEXECUTORS; e++)
+		for (int o = 0; o < 2; o++)
+			for (size_t s = 0; s < nsizes; s++)
+				for (unsigned h = 0; h <= 2; h += 2)
+					for (int pl = 0; pl < 2; pl++) {
+						struct point p = {
+							executors[e], o,
+							sizes[s], h, pl };
+						f(&p, pool);
+					}
+	eachobs_pool_destroy(pool);
+	return 0;
+}

@@ -157,6 +157,26 @@ void thread_set_fini(struct thread_set *s);
 /* Add t unless it is in s already (or s is full). */
 void thread_set_add(struct thread_set *s, pthread_t t);
 
+/*
+ * One point of the option space a promise is checked over: executor x
+ * ordered x batchsize x hold (0 or 2) x pool (none, or one shared).
+ */
+struct point {
+	eachobs_executor ex;
+	bool ordered;
+	size_t batchsize;
+	unsigned hold;
+	bool pool;
+};
+/* "BACKGROUND ordered batch 16 hold 2 pool", for messages. */
+void point_name(const struct point *p, char *buf, size_t len);
+/* Call f for every point with a batchsize from sizes[0..nsizes) (0:
+ * single observations), in a fixed order, passing a pool of pool_threads
+ * threads that every point with .pool shares. 0, or -1 when the pool
+ * cannot be made. */
+int points_each(const size_t *sizes, size_t nsizes, unsigned pool_threads,
+		void (*f)(const struct point *, eachobs_pool *));
+
 /* Every executor, for tests that loop over all of them. */
 extern const eachobs_executor executors[];
 #define NEXECUTORS 3

@@ -51,38 +51,13 @@ static int gated_getobs(void *ctx, size_t idx, void *obs)
 	return 0;
 }
 
-struct point {
-	eachobs_executor ex;
-	bool ordered;
-	size_t batchsize;
-	unsigned hold;
-	bool pool;
-};
-
-static void describe(const struct point *p, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s%s batch %zu hold %u%s", executor_name(p->ex),
-		 p->ordered ? " ordered" : "", p->batchsize, p->hold,
-		 p->pool ? " pool" : "");
-}
-
+/* Every point of the option space (helpers.h), batch sizes 0, 8. */
 static void for_each_point(void (*f)(const struct point *, eachobs_pool *))
 {
 	static const size_t sizes[] = { 0, 8 };
-	eachobs_pool *pool;
 
-	cr_assert_eq(eachobs_pool_create(&pool, 3), 0);
-	for (size_t e = 0; e < NEXECUTORS; e++)
-		for (int o = 0; o < 2; o++)
-			for (size_t s = 0; s < 2; s++)
-				for (unsigned h = 0; h <= 2; h += 2)
-					for (int pl = 0; pl < 2; pl++) {
-						struct point p = {
-							executors[e], o,
-							sizes[s], h, pl };
-						f(&p, pool);
-					}
-	eachobs_pool_destroy(pool);
+	cr_assert_eq(points_each(sizes, sizeof(sizes) / sizeof(sizes[0]), 3,
+				 f), 0, "no pool");
 }
 
 static eachobs_iter *start(struct gated *g, const struct point *p,
@@ -183,7 +158,7 @@ static void before_a_call(const struct point *p, eachobs_pool *pool)
 	char what[96];
 	int rc;
 
-	describe(p, what, sizeof(what));
+	point_name(p, what, sizeof(what));
 	eachobs_iter *it = start(&g, p, pool);
 	cr_assert_eq(eachobs_interrupt(it), 0);
 	cr_assert_eq(next_item(it, p, &s), -EINTR, "%s: first call", what);
@@ -247,7 +222,7 @@ static void while_blocked(const struct point *p, eachobs_pool *pool)
 	pthread_t t;
 	int rc;
 
-	describe(p, what, sizeof(what));
+	point_name(p, what, sizeof(what));
 	eachobs_iter *it = start(&g, p, pool);
 	/* BACKGROUND answers at once; the others only once the gate opens,
 	 * so waiting long for them only makes the test slow. */
@@ -306,7 +281,7 @@ static void during_a_run(const struct point *p, eachobs_pool *pool)
 	pthread_t t;
 	int rc;
 
-	describe(p, what, sizeof(what));
+	point_name(p, what, sizeof(what));
 	eachobs_iter *it = start(&g, p, pool);
 	/* One interrupt for certain, whatever the scheduling (under valgrind
 	 * the interrupter may not run before the end); the rest at random. */

@@ -60,40 +60,13 @@ static int slow_getobs(void *ctx, size_t idx, void *obs)
 	return 0;
 }
 
-/* One point of the option space. */
-struct point {
-	eachobs_executor ex;
-	bool ordered;
-	size_t batchsize;
-	unsigned hold;
-	bool pool;
-};
-
-static void describe(const struct point *p, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s%s batch %zu hold %u%s", executor_name(p->ex),
-		 p->ordered ? " ordered" : "", p->batchsize, p->hold,
-		 p->pool ? " pool" : "");
-}
-
-/* Call f for every point: executors x ordered x batchsize x hold x pool. */
+/* Every point of the option space (helpers.h), batch sizes 0, 16, 64, 256. */
 static void for_each_point(void (*f)(const struct point *, eachobs_pool *))
 {
 	static const size_t sizes[] = { 0, 16, 64, 256 };
-	eachobs_pool *pool;
 
-	cr_assert_eq(eachobs_pool_create(&pool, 4), 0);
-	for (size_t e = 0; e < NEXECUTORS; e++)
-		for (int o = 0; o < 2; o++)
-			for (size_t s = 0; s < 4; s++)
-				for (unsigned h = 0; h <= 2; h += 2)
-					for (int pl = 0; pl < 2; pl++) {
-						struct point p = {
-							executors[e], o,
-							sizes[s], h, pl };
-						f(&p, pool);
-					}
-	eachobs_pool_destroy(pool);
+	cr_assert_eq(points_each(sizes, sizeof(sizes) / sizeof(sizes[0]), 4,
+				 f), 0, "no pool");
 }
 
 static eachobs_iter *start(struct slowds *d, const struct point *p,
@@ -137,7 +110,7 @@ static void close_mid_batch(const struct point *p, eachobs_pool *pool)
 	char what[96];
 	size_t idx;
 
-	describe(p, what, sizeof(what));
+	point_name(p, what, sizeof(what));
 	eachobs_iter *it = start(&d, p, pool);
 	cr_assert_eq(next_item(it, p, &idx), 1, "%s: first item", what);
 	eachobs_close(it);
@@ -172,7 +145,7 @@ static void stop_after_failure(const struct point *p, eachobs_pool *pool)
 
 	if (d.fail_idx >= d.n)
 		d.fail_idx = d.n / 2;
-	describe(p, what, sizeof(what));
+	point_name(p, what, sizeof(what));
 	eachobs_iter *it = start(&d, p, pool);
 	while ((rc = next_item(it, p, &idx)) == 1)
 		;
@@ -233,7 +206,7 @@ static void first_batch_together(const struct point *p, eachobs_pool *pool)
 
 	if (p->ex == EACHOBS_SERIAL || p->batchsize == 0)
 		return;
-	describe(p, what, sizeof(what));
+	point_name(p, what, sizeof(what));
 	d.thread_of = calloc(d.n, sizeof(*d.thread_of));
 	cr_assert_not_null(d.thread_of);
 	eachobs_iter *it = start(&d, p, pool);
