@@ -178,9 +178,11 @@ static void take_back(void *arg, const void *data)
 		}
 }
 
+/* Only hold >= 1 can lend items to tensors: the common hold = 0 skips
+ * even the arena's flag. */
 void eachobs__hold_drain(eachobs_iter *it)
 {
-	if (it->arena)
+	if (!it->hold.automatic && it->arena)
 		eachobs__arena_drain(it->arena, take_back, it);
 }
 

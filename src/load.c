@@ -125,11 +125,12 @@ static void record_failure(eachobs_iter *it, size_t u, size_t pos,
 	}
 }
 
-/* Entry e of the slot for unit u: load it and record what getobs said. */
-static void load_entry(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
-		       size_t e)
+/* Entry e of the slot for unit u, whose first position is pos0: load it
+ * and record what getobs said. */
+static void load_at(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
+		    size_t pos0, size_t e)
 {
-	size_t pos = eachobs__unit_origin(it, u) * it->cap + e;
+	size_t pos = pos0 + e;
 	int rc = call_getobs(it, &slot->b, e, pos);
 
 	slot->b.status[e] = rc;
@@ -137,13 +138,26 @@ static void load_entry(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
 		record_failure(it, u, pos, slot->b.idx[e], rc);
 }
 
-/* Whether no getobs may start for unit u: close has begun, or a failure
- * (STOP) made u moot. Checked right before every getobs. */
-static bool halted(const eachobs_iter *it, size_t u)
+/* The first position of unit u (a resumed iterator's units are mapped). */
+static size_t first_pos(const eachobs_iter *it, size_t u)
 {
-	if (eachobs__closing(it))
-		return true;
-	if (it->ordered)
+	return eachobs__unit_origin(it, u) * it->cap;
+}
+
+static void load_entry(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
+		       size_t e)
+{
+	load_at(it, slot, u, first_pos(it, u), e);
+}
+
+/* Whether no getobs may start for unit u: close has begun, or a failure
+ * (STOP) made u moot. Checked right before every getobs, so it is one
+ * load: close also sets `stop` and lowers the ordered limit to 0 (start.c)
+ * after `closing`, which it sets first for the waits and for
+ * eachobs_cancelled. */
+static bool halted(const eachobs_iter *it, bool ordered, size_t u)
+{
+	if (ordered)
 		return u >= atomic_load_explicit(&it->order.limit,
 						 memory_order_relaxed);
 	return atomic_load_explicit(&it->stop, memory_order_relaxed);
@@ -174,10 +188,11 @@ static void learn(const eachobs_iter *it, uint64_t t0, size_t k)
 static size_t load_entries(eachobs_iter *it, struct eachobs__slot *slot,
 			   size_t u, size_t e, size_t k)
 {
-	size_t i = 0;
+	bool ordered = it->ordered;
+	size_t i = 0, pos0 = first_pos(it, u);
 
-	for (; i < k && !halted(it, u); i++)
-		load_entry(it, slot, u, e + i);
+	for (; i < k && !halted(it, ordered, u); i++)
+		load_at(it, slot, u, pos0, e + i);
 	return i;
 }
 

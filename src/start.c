@@ -369,6 +369,11 @@ static int alloc_slots(eachobs_iter *it, unsigned hold,
 void eachobs__destroy(eachobs_iter *it)
 {
 	atomic_store(&it->closing, true);
+	/* What loaders check before each getobs (load.c, halted). */
+	atomic_store_explicit(&it->stop, true, memory_order_relaxed);
+	if (it->ordered && it->slots)
+		atomic_store_explicit(&it->order.limit, 0,
+				      memory_order_relaxed);
 	eachobs__pool_wake_all(it);
 	eachobs__ring_wake_all(it);
 	if (it->slots)
