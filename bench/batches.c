@@ -159,22 +159,8 @@ static void usage(FILE *f, const char *prog)
 /* --cases LIST: the named cases only. */
 static void parse_cases(struct options *o, const char *arg)
 {
-	char *list = strdup(arg), *save, *tok;
-
-	if (list == NULL)
-		die("out of memory");
-	memset(o->use_case, 0, sizeof(o->use_case));
-	for (save = list; (tok = strsep(&save, ",")) != NULL;) {
-		size_t c;
-
-		for (c = 0; c < NCASES; c++)
-			if (strcmp(tok, cases[c].name) == 0)
-				break;
-		if (c == NCASES)
-			bad_usage("--cases: unknown case '%s'", tok);
-		o->use_case[c] = true;
-	}
-	free(list);
+	parse_name_list("--cases", arg, &cases[0].name, sizeof(cases[0]), NCASES,
+			o->use_case);
 }
 
 /* --cases, the one option of our own: a bench_option_fn. */

@@ -289,34 +289,29 @@ static struct sample child_run(const struct data *d, unsigned p,
 	return s;
 }
 
-/* Fork a child for one run and read its sample back through a pipe. */
+struct run_args {
+	const struct data *d;
+	unsigned p;
+	size_t buffersize;
+	bool ordered;
+};
+
+static void run_child(void *ctx, void *out)
+{
+	const struct run_args *a = ctx;
+
+	*(struct sample *)out = child_run(a->d, a->p, a->buffersize,
+					  a->ordered);
+}
+
+/* One run in a fresh child process, its sample read back. */
 static struct sample run(const struct data *d, unsigned p,
 			 size_t buffersize, bool ordered)
 {
+	struct run_args a = { d, p, buffersize, ordered };
 	struct sample s;
-	int fd[2], status;
-	pid_t pid;
-	ssize_t got;
 
-	if (pipe(fd) != 0)
-		die("pipe: %s", strerror(errno));
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0)
-		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		close(fd[0]);
-		s = child_run(d, p, buffersize, ordered);
-		_exit(write(fd[1], &s, sizeof(s)) == (ssize_t)sizeof(s) ? 0
-									 : 1);
-	}
-	close(fd[1]);
-	got = read(fd[0], &s, sizeof(s));
-	close(fd[0]);
-	if (waitpid(pid, &status, 0) != pid)
-		die("waitpid: %s", strerror(errno));
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-	    got != (ssize_t)sizeof(s))
+	if (!run_in_child(run_child, &a, &s, sizeof(s)))
 		die("the run with buffersize %zu failed", buffersize);
 	return s;
 }

@@ -659,37 +659,17 @@ static struct rss_result rss_child(unsigned p)
 /* Run before any other part, while the process has started no thread and
  * freed nothing, so that a child's new iterator cannot reuse resident
  * pages from earlier runs. */
+static void rss_in_child(void *ctx, void *out)
+{
+	*(struct rss_result *)out = rss_child(*(const unsigned *)ctx);
+}
+
 static void measure_rss(struct rss_result *res)
 {
-	for (size_t i = 0; i < NRSS; i++) {
-		int fd[2], status;
-		pid_t pid;
-		ssize_t got;
-
-		if (pipe(fd) != 0)
-			die("pipe: %s", strerror(errno));
-		fflush(NULL);
-		pid = fork();
-		if (pid < 0)
-			die("fork: %s", strerror(errno));
-		if (pid == 0) {
-			struct rss_result r;
-
-			close(fd[0]);
-			r = rss_child(rss_threads[i]);
-			if (write(fd[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
-				_exit(1);
-			_exit(0);
-		}
-		close(fd[1]);
-		got = read(fd[0], &res[i], sizeof(res[i]));
-		close(fd[0]);
-		if (waitpid(pid, &status, 0) != pid)
-			die("waitpid: %s", strerror(errno));
-		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-		    got != (ssize_t)sizeof(res[i]))
+	for (size_t i = 0; i < NRSS; i++)
+		if (!run_in_child(rss_in_child, (void *)&rss_threads[i], &res[i],
+				  sizeof(res[i])))
 			die("RSS child for P=%u failed", rss_threads[i]);
-	}
 }
 
 static void part_rss(const struct out *out, const struct rss_result *res)

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Set once by main before anything can fail; read only after that. */
 static const char *prog_name = "bench";
@@ -283,4 +285,55 @@ void close_outputs(FILE *csv, const char *csv_path)
 		die("%s: %s", csv_path, strerror(errno));
 	if (fflush(stdout) != 0 || ferror(stdout))
 		die("writing stdout failed");
+}
+
+void parse_name_list(const char *opt, const char *arg,
+		     const char *const *names, size_t stride, size_t n,
+		     bool *use)
+{
+	char *list = strdup(arg), *save, *tok;
+
+	if (list == NULL)
+		die("out of memory");
+	memset(use, 0, n * sizeof(*use));
+	for (save = list; (tok = strsep(&save, ",")) != NULL;) {
+		size_t c;
+
+		for (c = 0; c < n; c++)
+			if (strcmp(tok, *(const char *const *)(
+					       (const char *)names +
+					       c * stride)) == 0)
+				break;
+		if (c == n)
+			bad_usage("%s: unknown case '%s'", opt, tok);
+		use[c] = true;
+	}
+	free(list);
+}
+
+bool run_in_child(void (*fn)(void *ctx, void *out), void *ctx, void *out,
+		  size_t size)
+{
+	int fd[2], status;
+	pid_t pid;
+	ssize_t got;
+
+	if (pipe(fd) != 0)
+		die("pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(fd[0]);
+		fn(ctx, out);
+		_exit(write(fd[1], out, size) == (ssize_t)size ? 0 : 1);
+	}
+	close(fd[1]);
+	got = read(fd[0], out, size);
+	close(fd[0]);
+	if (waitpid(pid, &status, 0) != pid)
+		die("waitpid: %s", strerror(errno));
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+	       got == (ssize_t)size;
 }

@@ -86,6 +86,21 @@ uint64_t cpu_ns(void);
  * (clock_nanosleep returns its error instead of setting errno). */
 int sleep_ns(uint64_t ns);
 
+/* --cases LIST style options: set use[c] for each comma-separated name in
+ * arg that equals the name of case c, clearing the others. names points to
+ * the first case's name field and stride is the size of one case, so that
+ * a table of structs can be passed as it is. An unknown name is a
+ * bad_usage() naming opt. */
+void parse_name_list(const char *opt, const char *arg,
+		     const char *const *names, size_t stride, size_t n,
+		     bool *use);
+
+/* Run fn(ctx, out) in a forked child and copy its size bytes of out back
+ * (a fresh process: nothing of this one's threads or freed memory).
+ * False when the child failed or wrote short. */
+bool run_in_child(void (*fn)(void *ctx, void *out), void *ctx, void *out,
+		  size_t size);
+
 /* qsort comparator for uint64_t. */
 int cmp_u64(const void *a, const void *b);
 
