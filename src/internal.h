@@ -443,7 +443,6 @@ struct eachobs_iter {
 	struct eachobs__ring ring;
 	struct eachobs__order order;
 	struct eachobs__failrec fail;
-	bool fail_lock_ready;
 
 	/* The consumer's own. */
 	struct eachobs__hold hold EACHOBS__ALIGNED;

@@ -393,8 +393,7 @@ void eachobs__destroy(eachobs_iter *it)
 	eachobs__arena_unref(it->arena);
 	eachobs__free(it->slots);
 	/* Last: workers take it on a failure until they are joined. */
-	if (it->fail_lock_ready)
-		pthread_mutex_destroy(&it->fail.lock);
+	pthread_mutex_destroy(&it->fail.lock);
 	eachobs__free(it);
 }
 
@@ -430,8 +429,8 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 				     "out of memory for the iterator (%zu bytes)",
 				     sizeof(*it));
 	memset(it, 0, sizeof(*it));
+	/* Before anything can fail: eachobs__destroy destroys it. */
 	pthread_mutex_init(&it->fail.lock, NULL);
-	it->fail_lock_ready = true;
 	it->data = *data;
 	it->executor = o->executor;
 	it->ordered = o->ordered && o->executor != EACHOBS_SERIAL;
