@@ -66,25 +66,6 @@ int eachobs_set_length(size_t nbytes)
 	return 0;
 }
 
-/* Run getobs for the entry at position pos into entry e of buf. */
-static int call_getobs(eachobs_iter *it, const struct eachobs__buf *b,
-		       size_t e, size_t pos)
-{
-	const eachobs_iter *outer = loading;
-	size_t *outer_len = loading_len;
-	size_t idx = eachobs__index_at(it, pos);
-
-	b->idx[e] = idx;
-	b->len[e] = it->data.obs_size;
-	loading = it;
-	loading_len = &b->len[e];
-	int rc = it->data.getobs(it->data.ctx, idx,
-				 b->data + e * it->data.obs_size);
-	loading = outer;
-	loading_len = outer_len;
-	return rc > 0 ? -ERANGE : rc;
-}
-
 void eachobs__account(uint64_t t0, uint64_t t1, size_t loaded)
 {
 	struct eachobs__stats *st = eachobs__tls_stats;
@@ -103,8 +84,8 @@ void eachobs__account(uint64_t t0, uint64_t t1, size_t loaded)
  * written before the stop is published, so whoever sees the stop finds
  * the record filled. Failures are rare: a mutex is simplest.
  */
-static void record_failure(eachobs_iter *it, size_t u, size_t pos,
-			   size_t idx, int code)
+static __attribute__((cold, noinline)) void
+record_failure(eachobs_iter *it, size_t u, size_t pos, size_t idx, int code)
 {
 	struct eachobs__failrec *f = &it->fail;
 
@@ -123,31 +104,6 @@ static void record_failure(eachobs_iter *it, size_t u, size_t pos,
 		atomic_store_explicit(&it->stop, true, memory_order_release);
 		eachobs__ring_wake_consumer(it);
 	}
-}
-
-/* Entry e of the slot for unit u, whose first position is pos0: load it
- * and record what getobs said. */
-static void load_at(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
-		    size_t pos0, size_t e)
-{
-	size_t pos = pos0 + e;
-	int rc = call_getobs(it, &slot->b, e, pos);
-
-	slot->b.status[e] = rc;
-	if (rc < 0 && !it->skip_errors)
-		record_failure(it, u, pos, slot->b.idx[e], rc);
-}
-
-/* The first position of unit u (a resumed iterator's units are mapped). */
-static size_t first_pos(const eachobs_iter *it, size_t u)
-{
-	return eachobs__unit_origin(it, u) * it->cap;
-}
-
-static void load_entry(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
-		       size_t e)
-{
-	load_at(it, slot, u, first_pos(it, u), e);
 }
 
 /* Whether no getobs may start for unit u: close has begun, or a failure
@@ -183,16 +139,47 @@ static void learn(const eachobs_iter *it, uint64_t t0, size_t k)
 	eachobs__account(t0, t1, k);
 }
 
-/* Load entries [e, e + k) of slot's unit u, stopping at the first that may
- * not start; the number loaded. */
+/* The first position of unit u (a resumed iterator's units are mapped). */
+static size_t first_pos(const eachobs_iter *it, size_t u)
+{
+	return eachobs__unit_origin(it, u) * it->cap;
+}
+
+/*
+ * Load entries [e, e + k) of slot's unit u, stopping at the first that may
+ * not start; the number loaded. Each getobs is told its iterator and where
+ * eachobs_set_length writes (`loading`, saved and restored around the run,
+ * since a getobs may itself iterate another iterator), and what it
+ * returned is recorded; a failure under STOP goes to the failure record.
+ * The loop keeps the dataset and the buffer in locals: with a getobs that
+ * does nothing, this loop is the library's whole cost per observation.
+ */
 static size_t load_entries(eachobs_iter *it, struct eachobs__slot *slot,
 			   size_t u, size_t e, size_t k)
 {
+	const eachobs_iter *outer = loading;
+	size_t *outer_len = loading_len;
+	unsigned char *data = slot->b.data;
+	size_t *idxs = slot->b.idx, *lens = slot->b.len;
+	int *status = slot->b.status;
+	int (*getobs)(void *, size_t, void *) = it->data.getobs;
+	void *ctx = it->data.ctx;
+	size_t sz = it->data.obs_size, pos = first_pos(it, u) + e, i = 0;
 	bool ordered = it->ordered;
-	size_t i = 0, pos0 = first_pos(it, u);
 
-	for (; i < k && !halted(it, ordered, u); i++)
-		load_at(it, slot, u, pos0, e + i);
+	loading = it;
+	for (; i < k && !halted(it, ordered, u); i++, e++, pos++) {
+		size_t idx = eachobs__index_at(it, pos);
+		idxs[e] = idx;
+		lens[e] = sz;
+		loading_len = &lens[e];
+		int rc = getobs(ctx, idx, data + e * sz);
+		status[e] = rc > 0 ? -ERANGE : rc;
+		if (rc != 0 && !it->skip_errors)
+			record_failure(it, u, pos, idx, status[e]);
+	}
+	loading = outer;
+	loading_len = outer_len;
 	return i;
 }
 
@@ -311,7 +298,22 @@ static bool load_claimed(eachobs_iter *it, struct eachobs__slot *slot)
 void eachobs__fill_one(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
 {
 	atomic_store_explicit(&slot->unit, u, memory_order_relaxed);
-	load_entry(it, slot, u, 0);
+	/* The caller checked for close and failures right before. */
+	const eachobs_iter *outer = loading;
+	size_t *outer_len = loading_len;
+	struct eachobs__buf *b = &slot->b;
+	size_t pos = first_pos(it, u), idx = eachobs__index_at(it, pos);
+
+	b->idx[0] = idx;
+	b->len[0] = it->data.obs_size;
+	loading = it;
+	loading_len = &b->len[0];
+	int rc = it->data.getobs(it->data.ctx, idx, b->data);
+	loading = outer;
+	loading_len = outer_len;
+	b->status[0] = rc > 0 ? -ERANGE : rc;
+	if (rc != 0 && !it->skip_errors)
+		record_failure(it, u, pos, idx, b->status[0]);
 }
 
 bool eachobs__fill(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
