@@ -6,7 +6,8 @@
  *   alloc.c  allocation and thread creation, with test-only fault injection
  *   arena.c  the memory items live in: the user's allocator, references
  *   cpus.c   what nthreads = 0 means: the CPUs this process may use
- *   pool.c   worker threads, per-worker deques of index ranges, stealing
+ *   deque.c  unordered work sharing: per-worker ranges, stealing
+ *   pool.c   an iterator's worker threads: created or lent, the start gate
  *   ring.c   unordered hand-off: slots through two ck_rings, with credits
  *   order.c  ordered hand-off: the slots as a reorder window
  *   sampler.c which dataset index each position visits (shuffle, shards)
@@ -23,6 +24,7 @@
 #ifndef EACHOBS_INTERNAL_H
 #define EACHOBS_INTERNAL_H
 
+#include "deque.h"
 #include "eachobs.h"
 #include "error.h"
 #include "resume.h"
@@ -292,16 +294,7 @@ struct eachobs__order {
 			   * left to claim (order.c, help) */
 };
 
-/* ---- pool.c: threads and deques ------------------------------------- */
-
-/* A worker's deque: the indices [lo, hi) not yet claimed. The owner takes
- * tasks from the front, thieves from the back; both under `lock`. lo and hi
- * are atomics only so that thieves may read them unlocked to pick a victim. */
-struct eachobs__deque {
-	pthread_mutex_t lock;
-	_Atomic size_t lo;
-	_Atomic size_t hi;
-} EACHOBS__ALIGNED;
+/* ---- pool.c: the iterator's worker threads ----------------------------- */
 
 struct eachobs__worker {
 	struct eachobs__stats stats; /* first: it is cache-line aligned */
@@ -314,15 +307,12 @@ struct eachobs__worker {
 };
 
 struct eachobs__pool {
-	struct eachobs__deque *deques; /* unordered only: one per worker */
 	struct eachobs__worker *workers;
 	unsigned nthreads;             /* workers to start */
 	/* The eachobs_pool lending threads, or NULL; `borrowed` counts the
 	 * lent threads still running a worker, under lender->lock. */
 	eachobs_pool *lender;
 	unsigned borrowed;
-	/* Indices still in some deque; a worker leaves when it reaches 0. */
-	_Atomic size_t unclaimed EACHOBS__ALIGNED;
 	/* Workers wait on `ev_go` for `go` so that nothing loads before
 	 * eachobs_parallel knows it will succeed. */
 	_Atomic bool go;
@@ -440,6 +430,7 @@ struct eachobs_iter {
 	 * slot when there is none. */
 	_Atomic size_t open_units EACHOBS__ALIGNED;
 	struct eachobs__pool pool;
+	struct eachobs__deques deques; /* unordered */
 	struct eachobs__ring ring;
 	struct eachobs__order order;
 	struct eachobs__failrec fail;
@@ -561,17 +552,6 @@ unsigned eachobs__pool_started(const eachobs_iter *it);
 void eachobs__pool_wake_all(eachobs_iter *it);
 void eachobs__pool_join(eachobs_iter *it);
 void eachobs__pool_fini(eachobs_iter *it);
-/* Worker self (unordered): claim the next index, from its own deque or
- * stolen; false when no work is left. */
-bool eachobs__pool_claim(eachobs_iter *it, unsigned self, size_t *idx);
-/* The same for a run of up to max consecutive indices from its own deque
- * (a steal gives one); the count, 0 when no work is left. */
-size_t eachobs__pool_claim_run(eachobs_iter *it, unsigned self, size_t max,
-			       size_t *first);
-/* Consumer (THREADED, unordered): take one unclaimed index, or a run of
- * up to max from the back of the richest deque (the count). */
-bool eachobs__pool_take_one(eachobs_iter *it, size_t *idx);
-size_t eachobs__pool_take_run(eachobs_iter *it, size_t max, size_t *first);
 
 /* start.c and iter.c: eachobs_parallel_sized and eachobs_get_stats_sized
  * (abi.c) with the options and stats of this library's own size; o is

@@ -125,7 +125,7 @@ static struct eachobs__slot *take_free_unit(eachobs_iter *it, size_t *u)
 {
 	struct eachobs__slot *slot = eachobs__ring_try_get_free(it);
 
-	if (slot && !eachobs__pool_take_one(it, u)) {
+	if (slot && !eachobs__deques_take(&it->deques, 1, u)) {
 		eachobs__ring_put_free(it, slot);
 		slot = NULL;
 	}

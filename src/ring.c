@@ -334,6 +334,22 @@ static void publish_run(eachobs_iter *it, struct eachobs__slot **run,
 		eachobs__event_notify_single(&r->ev_ready, ready_or_closing, it);
 }
 
+/* Worker self: claim up to max units from the deques (deque.h), with
+ * what the claim cost counted in this worker's stats. */
+static size_t claim(eachobs_iter *it, unsigned self, size_t max, size_t *first)
+{
+	struct eachobs__claim_cost cost;
+	size_t got = eachobs__deques_claim(&it->deques, self, max, first,
+					   &cost);
+	struct eachobs__stats *st = eachobs__tls_stats;
+
+	if (st && cost.stole)
+		eachobs__stat_add(&st->steals, 1);
+	if (st && cost.wait_ns)
+		eachobs__stat_add(&st->idle_ns, cost.wait_ns);
+	return got;
+}
+
 /* Load indices [first, first + k) into free slots run[0..), whose credits
  * the caller holds; stop early on close or a failure (STOP). The number
  * loaded; *per_item_ns what each took, when any was. */
@@ -386,7 +402,7 @@ static void run_unbatched(eachobs_iter *it, unsigned self)
 		size_t c = take_credits(it, per_item < EACHOBS__CHEAP_NS ? EACHOBS__RUN_MAX : 1);
 		size_t first, k = 0, n;
 		if (c)
-			k = eachobs__pool_claim_run(it, self, c, &first);
+			k = claim(it, self, c, &first);
 		if (k < c)
 			give_credits(it, c - k);
 		if (k == 0)
@@ -414,7 +430,7 @@ size_t eachobs__ring_help_run(eachobs_iter *it, uint64_t *per_item_ns)
 	size_t c = try_take_credits(it, EACHOBS__RUN_MAX), first, k = 0, n;
 
 	if (c)
-		k = eachobs__pool_take_run(it, c, &first);
+		k = eachobs__deques_take(&it->deques, c, &first);
 	if (k < c)
 		give_credits(it, c - k);
 	n = k ? load_run(it, run, first, k, per_item_ns) : 0;
@@ -455,7 +471,7 @@ void eachobs__ring_worker(eachobs_iter *it, unsigned self)
 		bool cheap = eachobs__getobs_cheap(it);
 		if (!cheap && !help_open(it, self))
 			return;
-		if (!eachobs__pool_claim(it, self, &u))
+		if (!claim(it, self, 1, &u))
 			break;
 		slot = eachobs__ring_get_free(it);
 		if (!slot || eachobs__closing(it) ||

@@ -382,6 +382,7 @@ void eachobs__destroy(eachobs_iter *it)
 	if (it->pool.lender)
 		eachobs__lender_detach(it->pool.lender);
 	eachobs__pool_fini(it);
+	eachobs__deques_fini(&it->deques);
 	eachobs__ring_fini(it);
 	eachobs__hold_fini(it);
 	eachobs__yielded_fini(&it->done);
@@ -408,6 +409,12 @@ static int start(eachobs_iter *it, unsigned workers, unsigned hold,
 					   it->nslots + workers + 2);
 	if (rc == 0 && workers > 0 && !it->ordered)
 		rc = eachobs__ring_init(it);
+	if (rc == 0 && workers > 0 && !it->ordered &&
+	    eachobs__deques_init(&it->deques, workers, it->nunits,
+				 it->basesize, &it->stop) < 0)
+		rc = eachobs__fail(-ENOMEM,
+				   "out of memory for %u workers' deques",
+				   workers);
 	if (rc == 0)
 		rc = eachobs__pool_init(it, workers);
 	if (rc == 0)
