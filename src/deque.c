@@ -8,8 +8,6 @@
 #define _GNU_SOURCE
 #include "deque.h"
 
-#include "internal.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>

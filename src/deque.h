@@ -13,6 +13,8 @@
 #ifndef EACHOBS_DEQUE_H
 #define EACHOBS_DEQUE_H
 
+#include "base.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -26,14 +28,14 @@ struct eachobs__deque {
 	pthread_mutex_t lock;
 	_Atomic size_t lo;
 	_Atomic size_t hi;
-} __attribute__((aligned(64)));
+} EACHOBS__ALIGNED;
 
 struct eachobs__deques {
 	struct eachobs__deque *d;  /* one per worker */
 	unsigned n;
 	size_t basesize;           /* indices per task */
 	/* Indices still in some deque; claims give up once it is 0. */
-	_Atomic size_t unclaimed __attribute__((aligned(64)));
+	_Atomic size_t unclaimed EACHOBS__ALIGNED;
 	/* Set by the owner of the work when nothing more may be claimed (a
 	 * close, a failure): a claim waiting for a busy victim gives up. */
 	const _Atomic bool *stop;

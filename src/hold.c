@@ -67,7 +67,7 @@ void eachobs__give_back(eachobs_iter *it, struct eachobs__slot *slot)
 	if (it->ordered)
 		eachobs__order_release(it, slot);
 	else
-		eachobs__ring_put_free(it, slot);
+		eachobs__handoff_put_free(&it->handoff, slot);
 }
 
 bool eachobs__hold_full(const eachobs_iter *it)

@@ -8,7 +8,8 @@
  *   cpus.c   what nthreads = 0 means: the CPUs this process may use
  *   deque.c  unordered work sharing: per-worker ranges, stealing
  *   pool.c   an iterator's worker threads: created or lent, the start gate
- *   ring.c   unordered hand-off: slots through two ck_rings, with credits
+ *   handoff.c unordered hand-off: items through two ck_rings, credits
+ *   unordered.c the unordered loaders: deques, load, hand-off
  *   order.c  ordered hand-off: the slots as a reorder window
  *   sampler.c which dataset index each position visits (shuffle, shards)
  *   resume.c  checkpoint and resume: yielded units as spans, the record
@@ -24,9 +25,11 @@
 #ifndef EACHOBS_INTERNAL_H
 #define EACHOBS_INTERNAL_H
 
+#include "base.h"
 #include "deque.h"
 #include "eachobs.h"
 #include "error.h"
+#include "handoff.h"
 #include "resume.h"
 #include "sampler.h"
 
@@ -37,23 +40,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#define EACHOBS__CACHELINE 64
-#define EACHOBS__ALIGNED __attribute__((aligned(EACHOBS__CACHELINE)))
-/* The library's thread-locals are few and small: initial-exec spares the
- * __tls_get_addr call a shared library pays otherwise (on every getobs).
- * The cost: a dlopen()ed libeachobs needs the few bytes of static TLS
- * surplus glibc keeps for that. */
-#define EACHOBS__TLS _Thread_local __attribute__((tls_model("initial-exec")))
-
-/* ---- error.c (also error.h) ------------------------------------------ */
-
-/* Thread j (0-based) of n could not be created: pthread_create's err
- * (positive), the stack size and the affinity it was given (or NULL);
- * who names the thread ("worker", "eachobs_pool_create:"). */
-int eachobs__fail_thread(int code, int err, const char *who, unsigned j,
-			 unsigned n, size_t stack_size, const cpu_set_t *cpus)
-	__attribute__((cold));
 
 /* ---- abi.c: the structs that grow ----------------------------------- */
 
@@ -74,95 +60,6 @@ int eachobs__fail_thread(int code, int err, const char *who, unsigned j,
 	EACHOBS__ROUND_UP(offsetof(eachobs_stats, nworkers) +                \
 				  sizeof(unsigned),                          \
 			  _Alignof(eachobs_stats))
-
-/* ---- event.c -------------------------------------------------------- */
-
-/*
- * An event count: threads sleep on it until a condition they test becomes
- * true. The notifier changes the condition first, then calls notify, which
- * issues a full fence before it looks for sleepers; a waiter registers
- * itself before testing the condition. Either the notifier sees the waiter or
- * the waiter sees the new condition, so no wake-up is lost.
- */
-struct eachobs__event {
-	_Atomic uint32_t epoch;   /* the futex word; bumped by every wake */
-	_Atomic uint32_t waiters; /* threads between registering and leaving */
-};
-
-typedef bool (*eachobs__cond_fn)(const void *arg);
-
-/* The same pair for an event that at most one thread waits on at a time;
- * cheaper when notifications come faster than the sleeper wakes. A NULL
- * cond means "always". */
-void eachobs__event_wait_single(struct eachobs__event *ev,
-				eachobs__cond_fn cond, const void *arg,
-				unsigned spins);
-void eachobs__event_notify_single(struct eachobs__event *ev,
-				  eachobs__cond_fn cond, const void *arg);
-
-/* Spins before sleeping (a pause is ~25 ns here): a few microseconds for
- * the consumer, which is on the critical path, less for loaders, which are
- * many and share the cores with the consumer. Longer spins measured no
- * better on 2 cores (TimeDataset, P = 16, 10 us and 100 us). */
-enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
-
-void eachobs__event_init(struct eachobs__event *ev);
-/* Return once cond(arg) is true: spin about `spins` times, then sleep. */
-void eachobs__event_wait(struct eachobs__event *ev, eachobs__cond_fn cond,
-			 const void *arg, unsigned spins);
-/* Wake up to nwake sleepers if there are any (call after changing the
- * condition). Cheap when nobody waits: a fence and a load. */
-void eachobs__event_notify(struct eachobs__event *ev, int nwake);
-static inline void eachobs__cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
-/* ---- stats ---------------------------------------------------------- */
-
-/*
- * What one thread did, for eachobs_get_stats. Each is written only by the
- * thread it describes (a worker, or the consumer) and read by the consumer,
- * so updates are plain load-then-store on relaxed atomics, no RMW.
- */
-struct eachobs__stats {
-	_Atomic uint64_t loaded;    /* getobs calls that returned */
-	_Atomic uint64_t getobs_ns; /* time inside getobs */
-	_Atomic uint64_t idle_ns;   /* time waiting (see eachobs_stats) */
-	_Atomic uint64_t steals;
-} EACHOBS__ALIGNED;
-
-/* The stats of the thread running now: its worker's, or inside
- * eachobs_next its iterator's consumer stats; NULL elsewhere. */
-extern EACHOBS__TLS struct eachobs__stats *eachobs__tls_stats;
-
-uint64_t eachobs__now_ns(void);
-static inline void eachobs__stat_add(_Atomic uint64_t *c, uint64_t v)
-{
-	atomic_store_explicit(
-		c, atomic_load_explicit(c, memory_order_relaxed) + v,
-		memory_order_relaxed);
-}
-/* eachobs__event_wait, adding the time to this thread's idle_ns when the
- * condition did not hold at once (so the fast path reads no clock). */
-void eachobs__event_wait_timed(struct eachobs__event *ev, eachobs__cond_fn cond,
-			       const void *arg, unsigned spins);
-
-/* ---- alloc.c -------------------------------------------------------- */
-
-void *eachobs__calloc(size_t nmemb, size_t size);
-/* size bytes aligned to a cache line; NULL on failure. */
-void *eachobs__alloc_aligned(size_t size);
-void eachobs__free(void *p);
-/* pthread_create with that stack size and, unless cpus is NULL, that CPU
- * affinity; returns 0 or a positive errno like pthread_create. */
-int eachobs__thread_create(pthread_t *t, size_t stack_size,
-			   const cpu_set_t *cpus, void *(*fn)(void *),
-			   void *arg);
 
 /* ---- arena.c: the memory items live in --------------------------------- */
 
@@ -256,29 +153,12 @@ struct eachobs__slot {
 	_Atomic uint64_t claim;
 } EACHOBS__ALIGNED;
 
-/* ---- ring.c: the unordered hand-off --------------------------------- */
+/* ---- unordered.c: the unordered mode's loaders ------------------------ */
 
 /* A getobs under EACHOBS__CHEAP_NS is cheap: loaders then move up to
  * EACHOBS__RUN_MAX observations at a time (see ring.c). */
 enum { EACHOBS__RUN_MAX = 16, EACHOBS__CHEAP_NS = 2000 };
 
-struct eachobs__ring {
-	ck_ring_t ready;                 /* loaded slots; workers -> consumer */
-	ck_ring_t free;                  /* empty slots; consumer -> loaders */
-	ck_ring_buffer_t *ready_buf;
-	ck_ring_buffer_t *free_buf;
-	pthread_mutex_t producer_lock;   /* serializes enqueues to `ready` */
-	bool lock_ready;                 /* producer_lock was initialized */
-	/* Room left for loaded slots: buffersize minus what waits in `ready`.
-	 * A loader takes a credit before it enqueues, the consumer gives it
-	 * back after it dequeued. This is what bounds the ready ring exactly,
-	 * since a ck_ring's capacity is a power of two minus one. */
-	_Atomic size_t credits EACHOBS__ALIGNED;
-	/* The consumer sleeps on ev_ready (single-waiter protocol). */
-	struct eachobs__event ev_ready EACHOBS__ALIGNED;
-	struct eachobs__event ev_room EACHOBS__ALIGNED;  /* loaders sleep */
-	struct eachobs__event ev_free;                   /* loaders, rarely */
-};
 
 /* ---- order.c: the ordered hand-off ---------------------------------- */
 
@@ -431,7 +311,7 @@ struct eachobs_iter {
 	_Atomic size_t open_units EACHOBS__ALIGNED;
 	struct eachobs__pool pool;
 	struct eachobs__deques deques; /* unordered */
-	struct eachobs__ring ring;
+	struct eachobs__handoff handoff; /* unordered, with workers */
 	struct eachobs__order order;
 	struct eachobs__failrec fail;
 
@@ -560,23 +440,12 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 		      const eachobs_options *o);
 void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st);
 
-/* ring.c */
-int eachobs__ring_init(eachobs_iter *it);
-void eachobs__ring_fini(eachobs_iter *it);
-struct eachobs__slot *eachobs__ring_get_free(eachobs_iter *it);
-struct eachobs__slot *eachobs__ring_try_get_free(eachobs_iter *it);
-void eachobs__ring_put_free(eachobs_iter *it, struct eachobs__slot *slot);
-bool eachobs__ring_put_ready(eachobs_iter *it, struct eachobs__slot *slot);
-struct eachobs__slot *eachobs__ring_get_ready(eachobs_iter *it);
-void eachobs__ring_wait_ready(eachobs_iter *it);
-void eachobs__ring_wake_all(eachobs_iter *it);
-/* Wake the consumer if it sleeps for a ready slot (it re-tests). */
-void eachobs__ring_wake_consumer(eachobs_iter *it);
-void eachobs__ring_worker(eachobs_iter *it, unsigned self);
+/* unordered.c */
+void eachobs__unordered_worker(eachobs_iter *it, unsigned self);
 /* THREADED consumer, unbatched, cheap getobs: load a run of pending
- * observations through the ready ring, as a worker would, without ever
+ * observations through the hand-off, as a worker would, without ever
  * waiting. The number loaded; sets *per_item_ns when it loaded any. */
-size_t eachobs__ring_help_run(eachobs_iter *it, uint64_t *per_item_ns);
+size_t eachobs__unordered_help_run(eachobs_iter *it, uint64_t *per_item_ns);
 
 /* What a consumer's take returns, beside 1 (a unit), 0 (the end) and
  * -EINTR (an interrupt): a failure whose unit will not arrive; the code is

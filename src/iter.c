@@ -123,10 +123,10 @@ static int take_serial(eachobs_iter *it, struct eachobs__slot **out)
  * (the consumer's own slot: it holds no other while it helps). */
 static struct eachobs__slot *take_free_unit(eachobs_iter *it, size_t *u)
 {
-	struct eachobs__slot *slot = eachobs__ring_try_get_free(it);
+	struct eachobs__slot *slot = eachobs__handoff_try_get_free(&it->handoff);
 
 	if (slot && !eachobs__deques_take(&it->deques, 1, u)) {
-		eachobs__ring_put_free(it, slot);
+		eachobs__handoff_put_free(&it->handoff, slot);
 		slot = NULL;
 	}
 	return slot;
@@ -167,7 +167,7 @@ static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
 	if (atomic_load_explicit(&it->stop, memory_order_relaxed))
 		return NULL;
 	if (it->help_ns && it->help_ns < EACHOBS__CHEAP_NS) {
-		*progress = eachobs__ring_help_run(it, &it->help_ns) > 0;
+		*progress = eachobs__unordered_help_run(it, &it->help_ns) > 0;
 		return NULL;
 	}
 	uint64_t t0 = eachobs__now_ns();
@@ -179,7 +179,24 @@ static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
 	return slot;
 }
 
-/* What waited in the ring comes first; then an interrupt, or a failure
+/* What else wakes a consumer waiting for a ready unit: a failure whose
+ * unit will not arrive, an interrupt. */
+static bool failed_or_interrupted(const void *arg)
+{
+	const eachobs_iter *it = arg;
+
+	return eachobs__failed(it) || eachobs__interrupted(it);
+}
+
+static void wait_ready(eachobs_iter *it)
+{
+	uint64_t t0 = eachobs__now_ns();
+
+	eachobs__handoff_wait_ready(&it->handoff, failed_or_interrupted, it);
+	eachobs__stat_add(&it->cstats.idle_ns, eachobs__now_ns() - t0);
+}
+
+/* What waited in the hand-off comes first; then an interrupt, or a failure
  * whose unit will not arrive, ends the wait. */
 static int take_unordered(eachobs_iter *it, struct eachobs__slot **out)
 {
@@ -188,7 +205,7 @@ static int take_unordered(eachobs_iter *it, struct eachobs__slot **out)
 	for (;;) {
 		if (it->yielded == it->nunits)
 			return 0;
-		struct eachobs__slot *slot = eachobs__ring_get_ready(it);
+		struct eachobs__slot *slot = eachobs__handoff_get_ready(&it->handoff);
 		if (!slot && eachobs__take_interrupt(it))
 			return -EINTR;
 		if (!slot && eachobs__failed(it))
@@ -201,7 +218,7 @@ static int take_unordered(eachobs_iter *it, struct eachobs__slot **out)
 			return 1;
 		}
 		if (!progress)
-			eachobs__ring_wait_ready(it);
+			wait_ready(it);
 	}
 }
 
@@ -428,7 +445,8 @@ void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st)
 		st->worker_idle_ns += stat(&w->idle_ns);
 		st->steals += stat(&w->steals);
 	}
-	st->max_waiting = it->max_waiting;
+	st->max_waiting = it->ordered ? it->max_waiting
+				      : it->handoff.max_waiting;
 	st->nworkers = eachobs__pool_started(it);
 }
 
@@ -482,7 +500,7 @@ int eachobs_interrupt(eachobs_iter *it)
 	if (it->ordered)
 		eachobs__order_wake_all(it);
 	else
-		eachobs__ring_wake_consumer(it);
+		eachobs__handoff_wake_consumer(&it->handoff);
 	errno = saved;
 	return 0;
 }

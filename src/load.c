@@ -102,7 +102,7 @@ record_failure(eachobs_iter *it, size_t u, size_t pos, size_t idx, int code)
 		eachobs__order_fail(it, u);
 	} else {
 		atomic_store_explicit(&it->stop, true, memory_order_release);
-		eachobs__ring_wake_consumer(it);
+		eachobs__handoff_wake_consumer(&it->handoff);
 	}
 }
 

@@ -2,7 +2,7 @@
  * An iterator's worker threads: created, or lent by an eachobs_pool; the
  * start gate that keeps them from loading before eachobs_parallel knows it
  * will succeed; joining them at close. What a worker does once through the
- * gate is its mode's loop (ring.c, order.c).
+ * gate is its mode's loop (unordered.c, order.c).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -72,7 +72,7 @@ void eachobs__worker_run(struct eachobs__worker *w)
 		if (it->ordered)
 			eachobs__order_worker(it, w->self);
 		else
-			eachobs__ring_worker(it, w->self);
+			eachobs__unordered_worker(it, w->self);
 	}
 	/* A lent thread goes on to other iterators. */
 	eachobs__tls_stats = NULL;

@@ -375,7 +375,7 @@ void eachobs__destroy(eachobs_iter *it)
 		atomic_store_explicit(&it->order.limit, 0,
 				      memory_order_relaxed);
 	eachobs__pool_wake_all(it);
-	eachobs__ring_wake_all(it);
+	eachobs__handoff_close(&it->handoff);
 	if (it->slots)
 		eachobs__order_wake_all(it);
 	eachobs__pool_join(it);
@@ -383,7 +383,7 @@ void eachobs__destroy(eachobs_iter *it)
 		eachobs__lender_detach(it->pool.lender);
 	eachobs__pool_fini(it);
 	eachobs__deques_fini(&it->deques);
-	eachobs__ring_fini(it);
+	eachobs__handoff_fini(&it->handoff);
 	eachobs__hold_fini(it);
 	eachobs__yielded_fini(&it->done);
 	eachobs__remap_fini(&it->remap);
@@ -398,6 +398,21 @@ void eachobs__destroy(eachobs_iter *it)
 	eachobs__free(it);
 }
 
+/* Unordered with workers: every slot starts free in the hand-off. */
+static int start_handoff(eachobs_iter *it, unsigned workers)
+{
+	struct eachobs__handoff *h = &it->handoff;
+
+	if (eachobs__handoff_init(h, it->buffersize, it->nslots, workers) < 0)
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for the hand-off rings "
+				     "(%zu slots)",
+				     it->nslots);
+	for (size_t i = 0; i < it->nslots; i++)
+		eachobs__handoff_put_free(h, &it->slots[i]);
+	return 0;
+}
+
 static int start(eachobs_iter *it, unsigned workers, unsigned hold,
 		 const eachobs_allocator *a)
 {
@@ -408,7 +423,7 @@ static int start(eachobs_iter *it, unsigned workers, unsigned hold,
 		rc = eachobs__yielded_init(&it->done,
 					   it->nslots + workers + 2);
 	if (rc == 0 && workers > 0 && !it->ordered)
-		rc = eachobs__ring_init(it);
+		rc = start_handoff(it, workers);
 	if (rc == 0 && workers > 0 && !it->ordered &&
 	    eachobs__deques_init(&it->deques, workers, it->nunits,
 				 it->basesize, &it->stop) < 0)
@@ -446,9 +461,6 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	if (o->pool)
 		eachobs__lender_attach(o->pool);
 	eachobs__event_init(&it->pool.ev_go);
-	eachobs__event_init(&it->ring.ev_ready);
-	eachobs__event_init(&it->ring.ev_room);
-	eachobs__event_init(&it->ring.ev_free);
 	it->n = data->numobs(data->ctx);
 	rc = eachobs__sampler_init(&it->sampler, it->n, o);
 	if (rc == 0)

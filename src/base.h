@@ -1,0 +1,124 @@
+/*
+ * What every mechanism of the library uses, and nothing of the iterator:
+ * cache-line alignment, thread-locals, event counts (sleeping and waking),
+ * clocks and per-thread stats, allocation and thread creation.
+ */
+#ifndef EACHOBS_BASE_H
+#define EACHOBS_BASE_H
+
+#include "eachobs.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EACHOBS__CACHELINE 64
+#define EACHOBS__ALIGNED __attribute__((aligned(EACHOBS__CACHELINE)))
+/* The library's thread-locals are few and small: initial-exec spares the
+ * __tls_get_addr call a shared library pays otherwise (on every getobs).
+ * The cost: a dlopen()ed libeachobs needs the few bytes of static TLS
+ * surplus glibc keeps for that. */
+#define EACHOBS__TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
+/* ---- error.c (also error.h) ------------------------------------------ */
+
+/* Thread j (0-based) of n could not be created: pthread_create's err
+ * (positive), the stack size and the affinity it was given (or NULL);
+ * who names the thread ("worker", "eachobs_pool_create:"). */
+int eachobs__fail_thread(int code, int err, const char *who, unsigned j,
+			 unsigned n, size_t stack_size, const cpu_set_t *cpus)
+	__attribute__((cold));
+
+/* ---- event.c -------------------------------------------------------- */
+
+/*
+ * An event count: threads sleep on it until a condition they test becomes
+ * true. The notifier changes the condition first, then calls notify, which
+ * issues a full fence before it looks for sleepers; a waiter registers
+ * itself before testing the condition. Either the notifier sees the waiter or
+ * the waiter sees the new condition, so no wake-up is lost.
+ */
+struct eachobs__event {
+	_Atomic uint32_t epoch;   /* the futex word; bumped by every wake */
+	_Atomic uint32_t waiters; /* threads between registering and leaving */
+};
+
+typedef bool (*eachobs__cond_fn)(const void *arg);
+
+/* The same pair for an event that at most one thread waits on at a time;
+ * cheaper when notifications come faster than the sleeper wakes. A NULL
+ * cond means "always". */
+void eachobs__event_wait_single(struct eachobs__event *ev,
+				eachobs__cond_fn cond, const void *arg,
+				unsigned spins);
+void eachobs__event_notify_single(struct eachobs__event *ev,
+				  eachobs__cond_fn cond, const void *arg);
+
+/* Spins before sleeping (a pause is ~25 ns here): a few microseconds for
+ * the consumer, which is on the critical path, less for loaders, which are
+ * many and share the cores with the consumer. Longer spins measured no
+ * better on 2 cores (TimeDataset, P = 16, 10 us and 100 us). */
+enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
+
+void eachobs__event_init(struct eachobs__event *ev);
+/* Return once cond(arg) is true: spin about `spins` times, then sleep. */
+void eachobs__event_wait(struct eachobs__event *ev, eachobs__cond_fn cond,
+			 const void *arg, unsigned spins);
+/* Wake up to nwake sleepers if there are any (call after changing the
+ * condition). Cheap when nobody waits: a fence and a load. */
+void eachobs__event_notify(struct eachobs__event *ev, int nwake);
+static inline void eachobs__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- stats ---------------------------------------------------------- */
+
+/*
+ * What one thread did, for eachobs_get_stats. Each is written only by the
+ * thread it describes (a worker, or the consumer) and read by the consumer,
+ * so updates are plain load-then-store on relaxed atomics, no RMW.
+ */
+struct eachobs__stats {
+	_Atomic uint64_t loaded;    /* getobs calls that returned */
+	_Atomic uint64_t getobs_ns; /* time inside getobs */
+	_Atomic uint64_t idle_ns;   /* time waiting (see eachobs_stats) */
+	_Atomic uint64_t steals;
+} EACHOBS__ALIGNED;
+
+/* The stats of the thread running now: its worker's, or inside
+ * eachobs_next its iterator's consumer stats; NULL elsewhere. */
+extern EACHOBS__TLS struct eachobs__stats *eachobs__tls_stats;
+
+uint64_t eachobs__now_ns(void);
+static inline void eachobs__stat_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(
+		c, atomic_load_explicit(c, memory_order_relaxed) + v,
+		memory_order_relaxed);
+}
+/* eachobs__event_wait, adding the time to this thread's idle_ns when the
+ * condition did not hold at once (so the fast path reads no clock). */
+void eachobs__event_wait_timed(struct eachobs__event *ev, eachobs__cond_fn cond,
+			       const void *arg, unsigned spins);
+
+/* ---- alloc.c -------------------------------------------------------- */
+
+void *eachobs__calloc(size_t nmemb, size_t size);
+/* size bytes aligned to a cache line; NULL on failure. */
+void *eachobs__alloc_aligned(size_t size);
+void eachobs__free(void *p);
+/* pthread_create with that stack size and, unless cpus is NULL, that CPU
+ * affinity; returns 0 or a positive errno like pthread_create. */
+int eachobs__thread_create(pthread_t *t, size_t stack_size,
+			   const cpu_set_t *cpus, void *(*fn)(void *),
+			   void *arg);
+
+#endif /* EACHOBS_BASE_H */

@@ -1,0 +1,164 @@
+/*
+ * The unordered mode's loaders: a worker claims units from the deques
+ * (deque.c), loads them (load.c) and puts them through the hand-off
+ * (handoff.c); the THREADED consumer helps the same way. Unbatched, cheap
+ * observations move in runs; batches may be filled by several threads.
+ */
+#define _GNU_SOURCE
+#include "handoff.h"
+#include "internal.h"
+
+/* Worker self: claim up to max units from the deques (deque.h), with
+ * what the claim cost counted in this worker's stats. */
+static size_t claim(eachobs_iter *it, unsigned self, size_t max, size_t *first)
+{
+	struct eachobs__claim_cost cost;
+	size_t got = eachobs__deques_claim(&it->deques, self, max, first,
+					   &cost);
+	struct eachobs__stats *st = eachobs__tls_stats;
+
+	if (st && cost.stole)
+		eachobs__stat_add(&st->steals, 1);
+	if (st && cost.wait_ns)
+		eachobs__stat_add(&st->idle_ns, cost.wait_ns);
+	return got;
+}
+
+/* Load indices [first, first + k) into free slots run[0..), whose credits
+ * the caller holds; stop early on close or a failure (STOP). The number
+ * loaded; *per_item_ns what each took, when any was. */
+static size_t load_run(eachobs_iter *it, void **run,
+		       size_t first, size_t k, uint64_t *per_item_ns)
+{
+	uint64_t t0 = eachobs__now_ns();
+	size_t n = 0;
+
+	for (; n < k; n++) {
+		/* Checked right before getobs: once close has begun, no new
+		 * getobs starts. */
+		if (eachobs__closing(it) ||
+		    atomic_load_explicit(&it->stop, memory_order_relaxed))
+			break;
+		/* The credits cover these slots: the wait is for safety. */
+		run[n] = eachobs__handoff_get_free(&it->handoff);
+		if (!run[n])
+			break;
+		eachobs__fill_one(it, run[n], first + n);
+	}
+	if (n) {
+		uint64_t t1 = eachobs__now_ns();
+		*per_item_ns = (t1 - t0) / n;
+		eachobs__account(t0, t1, n);
+	}
+	return n;
+}
+
+/*
+ * Unbatched: move observations in runs when getobs is cheap. Per item,
+ * the hand-off costs a deque lock, a producer lock and, when the consumer
+ * sleeps, a futex wake: with a no-op getobs that was nearly all the time
+ * (0.3-1.5 M items/s at P = 2). A worker that measured its last getobs
+ * calls at under EACHOBS__CHEAP_NS each claims up to EACHOBS__RUN_MAX consecutive
+ * indices at once, loads them and publishes them together. Slow getobs
+ * calls stay one at a time, so that what is not started stays stealable.
+ *
+ * Credits come first: a worker reserves room in the buffer for the whole
+ * run before it claims or loads, so every slot a worker holds is counted
+ * against buffersize, and the free ring always has one for it.
+ */
+
+static void run_unbatched(eachobs_iter *it, unsigned self)
+{
+	void *run[EACHOBS__RUN_MAX];
+	uint64_t per_item = UINT64_MAX; /* unknown: start one at a time */
+
+	for (;;) {
+		size_t want = per_item < EACHOBS__CHEAP_NS ? EACHOBS__RUN_MAX : 1;
+		size_t c = eachobs__handoff_take_credits(&it->handoff, want);
+		size_t first, k = 0, n;
+		if (c)
+			k = claim(it, self, c, &first);
+		if (k < c)
+			eachobs__handoff_give_credits(&it->handoff, c - k);
+		if (k == 0)
+			return;
+		n = load_run(it, run, first, k, &per_item);
+		if (eachobs__closing(it))
+			return;
+		if (n < k)
+			eachobs__handoff_give_credits(&it->handoff, k - n);
+		eachobs__handoff_publish(&it->handoff, run, n);
+	}
+}
+
+/*
+ * The consumer helps like a worker when getobs is cheap: helping one
+ * observation at a time cost a deque lock and a free-ring round trip per
+ * item, and THREADED ran slower than BACKGROUND (no-op, P = 2: 4.9 against
+ * 6.1 M items/s). Its run goes through credits and the ready ring, so it
+ * counts against buffersize like any worker's, and the consumer then takes
+ * the observations out in the usual way.
+ */
+size_t eachobs__unordered_help_run(eachobs_iter *it, uint64_t *per_item_ns)
+{
+	void *run[EACHOBS__RUN_MAX];
+	size_t c = eachobs__handoff_try_take_credits(&it->handoff,
+						     EACHOBS__RUN_MAX);
+	size_t first, k = 0, n;
+
+	if (c)
+		k = eachobs__deques_take(&it->deques, c, &first);
+	if (k < c)
+		eachobs__handoff_give_credits(&it->handoff, c - k);
+	n = k ? load_run(it, run, first, k, per_item_ns) : 0;
+	if (n < k)
+		eachobs__handoff_give_credits(&it->handoff, k - n);
+	eachobs__handoff_publish(&it->handoff, run, n);
+	return n;
+}
+
+/* Batched: help fill the open batches while there are entries to claim;
+ * false when close began while a completed batch waited for room. */
+static bool help_open(eachobs_iter *it, unsigned self)
+{
+	struct eachobs__slot *done;
+
+	while (eachobs__help(it, self, SIZE_MAX, &done))
+		if (done && !eachobs__handoff_put_ready(&it->handoff, done))
+			return false;
+	return true;
+}
+
+/*
+ * Batched: take units and fill them, then help with the rest. While getobs
+ * is slow, a thread opens a unit only when no open one has an entry left
+ * to claim, and otherwise loads one entry at a time of the open unit that
+ * is nearest completion (load.c), so the threads fill one batch together.
+ */
+void eachobs__unordered_worker(eachobs_iter *it, unsigned self)
+{
+	struct eachobs__slot *slot;
+	size_t u;
+
+	if (!it->batchsize) {
+		run_unbatched(it, self);
+		return;
+	}
+	for (;;) {
+		bool cheap = eachobs__getobs_cheap(it);
+		if (!cheap && !help_open(it, self))
+			return;
+		if (!claim(it, self, 1, &u))
+			break;
+		slot = eachobs__handoff_get_free(&it->handoff);
+		if (!slot || eachobs__closing(it) ||
+		    atomic_load_explicit(&it->stop, memory_order_relaxed))
+			break;
+		if (!cheap)
+			eachobs__open(it, slot, u);
+		else if (eachobs__fill(it, slot, u) &&
+			 !eachobs__handoff_put_ready(&it->handoff, slot))
+			return;
+	}
+	help_open(it, self);
+}
