@@ -65,7 +65,7 @@ void eachobs__give_back(eachobs_iter *it, struct eachobs__slot *slot)
 	if (it->executor == EACHOBS_SERIAL)
 		return;
 	if (it->ordered)
-		eachobs__order_release(it, slot);
+		eachobs__ordered_release(it, slot);
 	else
 		eachobs__handoff_put_free(&it->handoff, slot);
 }
@@ -97,7 +97,7 @@ const struct eachobs__buf *eachobs__hold_take(eachobs_iter *it,
 		 * soon as the release store below is seen. */
 		slot->b = h->spares[--h->nspares];
 		item->slot = NULL;
-		eachobs__order_release(it, slot);
+		eachobs__ordered_release(it, slot);
 	}
 	return &item->b;
 }

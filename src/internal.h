@@ -10,7 +10,8 @@
  *   pool.c   an iterator's worker threads: created or lent, the start gate
  *   handoff.c unordered hand-off: items through two ck_rings, credits
  *   unordered.c the unordered loaders: deques, load, hand-off
- *   order.c  ordered hand-off: the slots as a reorder window
+ *   window.c ordered hand-off: a reorder window of turns
+ *   ordered.c the ordered loaders and consumer: window, load
  *   sampler.c which dataset index each position visits (shuffle, shards)
  *   resume.c  checkpoint and resume: yielded units as spans, the record
  *   load.c   running getobs: one observation, or a batch several threads fill
@@ -32,6 +33,7 @@
 #include "handoff.h"
 #include "resume.h"
 #include "sampler.h"
+#include "window.h"
 
 #include <ck_ring.h>
 #include <pthread.h>
@@ -138,12 +140,8 @@ struct eachobs__buf {
  */
 struct eachobs__slot {
 	struct eachobs__buf b;
-	/* Ordered mode: slot s serves units s, s + W, s + 2W, ... For unit
-	 * s + kW, turn is 2k while the slot waits to be loaded and 2k + 1 once
-	 * loaded; the consumer moves it to 2k + 2 when it lets go. Compared
-	 * for equality only, so it may wrap. */
-	_Atomic uint32_t turn;
-	struct eachobs__event ev; /* ordered: wakes on every change of turn */
+	/* Ordered mode: slot s serves units s, s + W, s + 2W, ...; whose
+	 * move it is, is the window's place s (window.h). */
 	/* Batched: the unit being filled, and the sharing of its entries
 	 * among threads (batch.c). claim is generation << 32 | next entry to
 	 * claim; a slot is open to helpers while that entry is below count. */
@@ -160,18 +158,14 @@ struct eachobs__slot {
 enum { EACHOBS__RUN_MAX = 16, EACHOBS__CHEAP_NS = 2000 };
 
 
-/* ---- order.c: the ordered hand-off ---------------------------------- */
+/* ---- ordered.c: the ordered mode's loaders and consumer --------------- */
 
-struct eachobs__order {
-	_Atomic size_t next_claim EACHOBS__ALIGNED; /* first unclaimed index */
-	/* The lowest index whose getobs failed, or n. Nothing at or above it
-	 * is loaded any more: the consumer stops there. */
-	_Atomic size_t limit EACHOBS__ALIGNED;
-	size_t chunk;     /* indices a worker claims at once */
-	size_t next;      /* consumer only: the index it yields next */
+struct eachobs__ordered {
+	size_t chunk;     /* units a worker claims at once */
+	size_t next;      /* consumer only: the unit it yields next */
 	unsigned waits;   /* consumer only: waits without helping */
 	bool owes;        /* consumer only: a batch it opened may have entries
-			   * left to claim (order.c, help) */
+			   * left to claim (ordered.c, help) */
 };
 
 /* ---- pool.c: the iterator's worker threads ----------------------------- */
@@ -312,7 +306,8 @@ struct eachobs_iter {
 	struct eachobs__pool pool;
 	struct eachobs__deques deques; /* unordered */
 	struct eachobs__handoff handoff; /* unordered, with workers */
-	struct eachobs__order order;
+	struct eachobs__window window; /* ordered */
+	struct eachobs__ordered order;
 	struct eachobs__failrec fail;
 
 	/* The consumer's own. */
@@ -464,12 +459,9 @@ static inline bool eachobs__take_interrupt(eachobs_iter *it)
 	return true;
 }
 
-/* order.c */
-void eachobs__order_init(eachobs_iter *it, size_t chunk);
-void eachobs__order_worker(eachobs_iter *it, unsigned self);
-int eachobs__order_next(eachobs_iter *it, struct eachobs__slot **out);
-void eachobs__order_release(eachobs_iter *it, struct eachobs__slot *slot);
-void eachobs__order_fail(eachobs_iter *it, size_t idx);
-void eachobs__order_wake_all(eachobs_iter *it);
+/* ordered.c */
+void eachobs__ordered_worker(eachobs_iter *it, unsigned self);
+int eachobs__ordered_next(eachobs_iter *it, struct eachobs__slot **out);
+void eachobs__ordered_release(eachobs_iter *it, struct eachobs__slot *slot);
 
 #endif /* EACHOBS_INTERNAL_H */

@@ -227,7 +227,7 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 	if (it->executor == EACHOBS_SERIAL)
 		return take_serial(it, out);
 	if (it->ordered)
-		return eachobs__order_next(it, out);
+		return eachobs__ordered_next(it, out);
 	return take_unordered(it, out);
 }
 
@@ -498,7 +498,7 @@ int eachobs_interrupt(eachobs_iter *it)
 	int saved = errno;
 	atomic_fetch_add_explicit(&it->interrupts, 1, memory_order_seq_cst);
 	if (it->ordered)
-		eachobs__order_wake_all(it);
+		eachobs__window_wake(&it->window);
 	else
 		eachobs__handoff_wake_consumer(&it->handoff);
 	errno = saved;

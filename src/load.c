@@ -99,7 +99,7 @@ record_failure(eachobs_iter *it, size_t u, size_t pos, size_t idx, int code)
 	atomic_store_explicit(&f->set, true, memory_order_release);
 	pthread_mutex_unlock(&f->lock);
 	if (it->ordered) {
-		eachobs__order_fail(it, u);
+		eachobs__window_fail(&it->window, u);
 	} else {
 		atomic_store_explicit(&it->stop, true, memory_order_release);
 		eachobs__handoff_wake_consumer(&it->handoff);
@@ -114,8 +114,7 @@ record_failure(eachobs_iter *it, size_t u, size_t pos, size_t idx, int code)
 static bool halted(const eachobs_iter *it, bool ordered, size_t u)
 {
 	if (ordered)
-		return u >= atomic_load_explicit(&it->order.limit,
-						 memory_order_relaxed);
+		return u >= eachobs__window_limit(&it->window);
 	return atomic_load_explicit(&it->stop, memory_order_relaxed);
 }
 

@@ -2,7 +2,7 @@
  * An iterator's worker threads: created, or lent by an eachobs_pool; the
  * start gate that keeps them from loading before eachobs_parallel knows it
  * will succeed; joining them at close. What a worker does once through the
- * gate is its mode's loop (unordered.c, order.c).
+ * gate is its mode's loop (unordered.c, ordered.c).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -70,7 +70,7 @@ void eachobs__worker_run(struct eachobs__worker *w)
 	eachobs__event_wait_timed(&it->pool.ev_go, go_or_closing, it, 0);
 	if (!eachobs__closing(it)) {
 		if (it->ordered)
-			eachobs__order_worker(it, w->self);
+			eachobs__ordered_worker(it, w->self);
 		else
 			eachobs__unordered_worker(it, w->self);
 	}

@@ -291,7 +291,7 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 		 * leave workers waiting for room instead of loading. */
 		size_t share = cfg->buffersize / (2 * (size_t)cfg->nthreads);
 		size_t chunk = it->basesize < share ? it->basesize : share;
-		eachobs__order_init(it, chunk ? chunk : 1);
+		it->order.chunk = chunk ? chunk : 1;
 		workers = ceil_div(it->nunits, it->order.chunk);
 	} else {
 		workers = ceil_div(it->nunits, it->basesize);
@@ -336,10 +336,6 @@ static int alloc_slots(eachobs_iter *it, unsigned hold,
 				     it->nslots);
 	/* Before anything can fail: close wakes every slot's event. */
 	memset(it->slots, 0, it->nslots * sizeof(*it->slots));
-	for (size_t i = 0; i < it->nslots; i++) {
-		atomic_init(&it->slots[i].turn, 0);
-		eachobs__event_init(&it->slots[i].ev);
-	}
 	it->meta = eachobs__alloc_aligned(nbufs * it->cap *
 					  (2 * sizeof(size_t) + sizeof(int)));
 	if (!it->meta)
@@ -371,19 +367,16 @@ void eachobs__destroy(eachobs_iter *it)
 	atomic_store(&it->closing, true);
 	/* What loaders check before each getobs (load.c, halted). */
 	atomic_store_explicit(&it->stop, true, memory_order_relaxed);
-	if (it->ordered && it->slots)
-		atomic_store_explicit(&it->order.limit, 0,
-				      memory_order_relaxed);
+	eachobs__window_close(&it->window);
 	eachobs__pool_wake_all(it);
 	eachobs__handoff_close(&it->handoff);
-	if (it->slots)
-		eachobs__order_wake_all(it);
 	eachobs__pool_join(it);
 	if (it->pool.lender)
 		eachobs__lender_detach(it->pool.lender);
 	eachobs__pool_fini(it);
 	eachobs__deques_fini(&it->deques);
 	eachobs__handoff_fini(&it->handoff);
+	eachobs__window_fini(&it->window);
 	eachobs__hold_fini(it);
 	eachobs__yielded_fini(&it->done);
 	eachobs__remap_fini(&it->remap);
@@ -424,6 +417,12 @@ static int start(eachobs_iter *it, unsigned workers, unsigned hold,
 					   it->nslots + workers + 2);
 	if (rc == 0 && workers > 0 && !it->ordered)
 		rc = start_handoff(it, workers);
+	if (rc == 0 && it->ordered &&
+	    eachobs__window_init(&it->window, it->nslots, it->nunits) < 0)
+		rc = eachobs__fail(-ENOMEM,
+				   "out of memory for the reorder window "
+				   "(%zu places)",
+				   it->nslots);
 	if (rc == 0 && workers > 0 && !it->ordered &&
 	    eachobs__deques_init(&it->deques, workers, it->nunits,
 				 it->basesize, &it->stop) < 0)

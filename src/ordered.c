@@ -1,0 +1,217 @@
+/*
+ * The ordered mode's loaders and consumer: units claimed in order from the
+ * window (window.c), loaded (load.c) into the slot of their place, and
+ * taken by the consumer in order. The THREADED consumer helps when that
+ * pays.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+
+static struct eachobs__slot *slot_of(eachobs_iter *it, size_t i)
+{
+	return &it->slots[i % it->nslots];
+}
+
+static void publish(eachobs_iter *it, struct eachobs__slot *slot)
+{
+	eachobs__window_publish(&it->window,
+				atomic_load_explicit(&slot->unit,
+						     memory_order_relaxed));
+}
+
+/* Batched: load entries of the open batches below bound; false when
+ * there is none. */
+static bool help_entry(eachobs_iter *it, unsigned hint, size_t bound)
+{
+	struct eachobs__slot *done;
+
+	if (!it->batchsize || !eachobs__help(it, hint, bound, &done))
+		return false;
+	if (done)
+		publish(it, done);
+	return true;
+}
+
+/*
+ * Load unit u into its slot, which must be free, and publish it unless a
+ * helper completes it (then the helper publishes). A batch whose getobs is
+ * slow is opened to every thread and filled lowest unit first (load.c):
+ * the caller loads entries of u and of the open units before it until u
+ * has none left to claim.
+ */
+static void load_and_publish(eachobs_iter *it, size_t u)
+{
+	struct eachobs__slot *slot = slot_of(it, u);
+
+	if (!it->batchsize || eachobs__getobs_cheap(it)) {
+		if (eachobs__fill(it, slot, u))
+			publish(it, slot);
+		return;
+	}
+	eachobs__open(it, slot, u);
+	while (help_entry(it, 0, u + 1))
+		;
+}
+
+/* Unbatched loads that did not wait, k of them since t0: into the
+ * stats. */
+static void account_run(uint64_t t0, size_t *k)
+{
+	if (*k == 0)
+		return;
+	eachobs__account(t0, eachobs__now_ns(), *k);
+	*k = 0;
+}
+
+/*
+ * Load the claimed [lo, hi) in order, each once its slot is free; false
+ * when close began or a failure below hi ended the loading. Unbatched,
+ * the loads between two waits are timed together: two clock reads per
+ * observation cost more than a cheap getobs.
+ */
+static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi)
+{
+	uint64_t t0 = 0;
+	size_t k = 0;
+
+	for (size_t i = lo; i < hi; i++) {
+		if (!eachobs__window_room(&it->window, i)) {
+			account_run(t0, &k);
+			eachobs__window_wait_room(&it->window, i);
+		}
+		/* Claims rise, so once i is past a failure every later index
+		 * is too: nobody will ask for them. */
+		if (eachobs__closing(it) ||
+		    i >= eachobs__window_limit(&it->window)) {
+			account_run(t0, &k);
+			return false;
+		}
+		if (it->batchsize) {
+			load_and_publish(it, i);
+			continue;
+		}
+		if (k++ == 0)
+			t0 = eachobs__now_ns();
+		eachobs__fill_one(it, slot_of(it, i), i);
+		eachobs__window_publish(&it->window, i);
+	}
+	account_run(t0, &k);
+	return true;
+}
+
+void eachobs__ordered_worker(eachobs_iter *it, unsigned self)
+{
+	size_t lo, hi;
+
+	while (eachobs__window_claim(&it->window, it->order.chunk, it->nunits,
+				     it->pool.nthreads, &lo, &hi))
+		if (!load_chunk(it, lo, hi))
+			return;
+	while (help_entry(it, self, SIZE_MAX))
+		;
+}
+
+/* The consumer's unit m is at or past the lowest failure (STOP). */
+static bool failed_at(const eachobs_iter *it, size_t m)
+{
+	return m >= eachobs__window_limit_acquire(&it->window) &&
+	       eachobs__failed(it);
+}
+
+struct consumer_wait {
+	const eachobs_iter *it;
+	size_t unit;
+};
+
+/* What else wakes the consumer waiting for its unit: an interrupt, a
+ * failure at or before it. */
+static bool interrupted_or_failed(const void *arg)
+{
+	const struct consumer_wait *w = arg;
+
+	return eachobs__interrupted(w->it) || failed_at(w->it, w->unit);
+}
+
+/*
+ * THREADED consumer: load one more index instead of sleeping. Only indices
+ * whose slot the consumer itself already let go are taken, so it never
+ * waits for room.
+ *
+ * Not when getobs is cheap: the index the consumer waits for is then
+ * almost always a few hundred nanoseconds away, or held by a worker the
+ * consumer's own helping keeps off a core (P = 2 threads and the consumer
+ * on 2 cores); each help also takes an index out of the workers' chunks.
+ * No-op ordered ran at half BACKGROUND's rate that way. It still helps
+ * one wait in 64, to notice getobs growing dear.
+ *
+ * A slow batch the consumer claims is only opened, and each help loads
+ * one entry, so that the consumer looks at its unit and at an interrupt
+ * after every getobs it runs. Until nothing it could claim is left, it
+ * owes that batch its help: workers may all be waiting for room behind
+ * it, so it must not sleep first.
+ */
+static bool help(eachobs_iter *it)
+{
+	size_t bound = eachobs__window_limit(&it->window), lo, hi;
+
+	if (!it->order.owes && it->help_ns && it->help_ns < EACHOBS__CHEAP_NS &&
+	    (++it->order.waits & 63) != 0)
+		return false;
+	/* next + nslots, saturated: n may be near SIZE_MAX. */
+	if (bound - it->order.next > it->nslots)
+		bound = it->order.next + it->nslots;
+	uint64_t t0 = eachobs__now_ns();
+	if (!help_entry(it, 0, SIZE_MAX)) {
+		it->order.owes = false;
+		if (!eachobs__window_claim(&it->window, 1, bound, 0, &lo, &hi))
+			return false;
+		if (it->batchsize && !eachobs__getobs_cheap(it)) {
+			eachobs__open(it, slot_of(it, lo), lo);
+			it->order.owes = true;
+			return true;
+		}
+		load_and_publish(it, lo);
+	}
+	it->help_ns = eachobs__now_ns() - t0;
+	return true;
+}
+
+int eachobs__ordered_next(eachobs_iter *it, struct eachobs__slot **out)
+{
+	size_t m = it->order.next;
+
+	if (m >= it->nunits)
+		return 0;
+	struct consumer_wait w = { it, m };
+	for (;;) {
+		if (eachobs__window_loaded(&it->window, m))
+			break;
+		if (eachobs__take_interrupt(it))
+			return -EINTR;
+		if (failed_at(it, m))
+			return EACHOBS__TAKE_FAILED;
+		if (it->executor == EACHOBS_THREADED && help(it))
+			continue;
+		eachobs__window_wait_loaded(&it->window, m,
+					    interrupted_or_failed, &w);
+	}
+	/* Claimed indices ahead of the consumer inside the window are loaded
+	 * or being loaded; those beyond it wait for room, not for us. */
+	size_t ahead = eachobs__window_claimed(&it->window) - m - 1;
+	if (ahead > it->nslots - 1)
+		ahead = it->nslots - 1;
+	if (ahead > it->max_waiting)
+		it->max_waiting = ahead;
+	it->order.next = m + 1;
+	*out = slot_of(it, m);
+	return 1;
+}
+
+void eachobs__ordered_release(eachobs_iter *it, struct eachobs__slot *slot)
+{
+	eachobs__window_release(&it->window,
+				atomic_load_explicit(&slot->unit,
+						     memory_order_relaxed));
+}

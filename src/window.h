@@ -1,0 +1,87 @@
+/*
+ * The ordered hand-off: a reorder window of W places, place i % W holding
+ * unit i. Units are claimed in order from one counter; unit i may be
+ * loaded once the consumer has let go of unit i - W, and the consumer
+ * takes units in order. Two facts make this safe and bounded:
+ *   - memory: at most W units exist at once, by construction;
+ *   - progress: the unit the consumer waits for, m, was claimed before any
+ *     higher unit, so its loader is at work or about to be, and its place
+ *     is free because m - W < m was let go. So the window never stalls on
+ *     a missing unit, whatever the speed of the other loaders.
+ *
+ * Each place has a turn word that says whose move it is: for unit
+ * p + kW (p < W) it is 2k while the place waits to be loaded, 2k + 1 once
+ * loaded, and the consumer moves it to 2k + 2 when it lets go (compared
+ * for equality and differences only, so it may wrap). Each place has its
+ * own event count, so a loader waiting for room and the consumer waiting
+ * for a unit are woken by exactly the change they wait for.
+ *
+ * A limit ends the loading early: nothing at or above it is loaded or
+ * waited for (a failure lowers it to the failed unit; close to 0). Knows
+ * nothing of iterators or of what a unit holds.
+ */
+#ifndef EACHOBS_WINDOW_H
+#define EACHOBS_WINDOW_H
+
+#include "base.h"
+
+struct eachobs__place {
+	_Atomic uint32_t turn;
+	struct eachobs__event ev;
+} EACHOBS__ALIGNED;
+
+struct eachobs__window {
+	struct eachobs__place *places; /* W */
+	size_t w;
+	size_t n;                      /* units */
+	_Atomic size_t next_claim EACHOBS__ALIGNED; /* first unclaimed unit */
+	/* The lowest unit not to load: n, a failed unit, or 0 once closed. */
+	_Atomic size_t limit EACHOBS__ALIGNED;
+	_Atomic bool closed;
+};
+
+/* A window of w >= 1 places over n units. 0 or -ENOMEM (fini all the
+ * same). */
+int eachobs__window_init(struct eachobs__window *win, size_t w, size_t n);
+void eachobs__window_fini(struct eachobs__window *win);
+
+/* Loaders: claim [*lo, *hi), at most max units, all below bound and below
+ * n; when workers > 0, at most a 1/(2 workers) share of what is left, so
+ * that the last claims shrink to single units. false when none is left. */
+bool eachobs__window_claim(struct eachobs__window *win, size_t max,
+			   size_t bound, size_t workers, size_t *lo,
+			   size_t *hi);
+/* Whether unit i's place is free for it, without waiting. */
+bool eachobs__window_room(const struct eachobs__window *win, size_t i);
+/* Loader: wait until unit i's place is free for it, or closed. Waits for
+ * half the window to be free when it can (see window.c). */
+void eachobs__window_wait_room(struct eachobs__window *win, size_t i);
+/* Loader: unit i is loaded (its place was free for it). */
+void eachobs__window_publish(struct eachobs__window *win, size_t i);
+
+/* Consumer: whether unit i is loaded; wait until it is, the window is
+ * closed, or also(arg) holds (NULL: nothing else). */
+bool eachobs__window_loaded(const struct eachobs__window *win, size_t i);
+void eachobs__window_wait_loaded(struct eachobs__window *win, size_t i,
+				 eachobs__cond_fn also, const void *arg);
+/* Consumer: let go of loaded unit i; its place is free for i + W. */
+void eachobs__window_release(struct eachobs__window *win, size_t i);
+
+/* Units claimed so far. */
+size_t eachobs__window_claimed(const struct eachobs__window *win);
+/* The limit (relaxed: a loader's check before each getobs), and the same
+ * with acquire, for a consumer that then reads what the failure wrote. */
+static inline size_t eachobs__window_limit(const struct eachobs__window *win)
+{
+	return atomic_load_explicit(&win->limit, memory_order_relaxed);
+}
+size_t eachobs__window_limit_acquire(const struct eachobs__window *win);
+/* Lower the limit to unit i (release: a consumer that sees it sees what
+ * was written before) and wake whoever waits for i. */
+void eachobs__window_fail(struct eachobs__window *win, size_t i);
+/* Wake every waiter to test its conditions again (async-signal-safe). */
+void eachobs__window_wake(struct eachobs__window *win);
+/* Nothing is loaded or waited for any more: every wait returns. */
+void eachobs__window_close(struct eachobs__window *win);
+
+#endif /* EACHOBS_WINDOW_H */
