@@ -1,0 +1,206 @@
+/*
+ * The reorder window alone (src/window.c), without an iterator: whose turn
+ * each place is, the shrinking claims, that loaders never hold more than W
+ * units and the consumer always gets the next unit whatever the loaders'
+ * speeds (the no-stall argument), and that a failure or a close wakes the
+ * waiters.
+ */
+#define _GNU_SOURCE
+#include "helpers.h"
+#include "window.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+TestSuite(window, .init = deadline, .timeout = 60);
+
+Test(window, a_place_serves_units_w_apart_in_turn)
+{
+	struct eachobs__window win;
+	size_t w = 3, n = 3000;
+
+	cr_assert_eq(eachobs__window_init(&win, w, n), 0);
+	for (size_t i = 0; i < n; i++) {
+		cr_assert(eachobs__window_room(&win, i), "unit %zu", i);
+		if (i + w < n)
+			cr_assert_not(eachobs__window_room(&win, i + w));
+		cr_assert_not(eachobs__window_loaded(&win, i));
+		eachobs__window_publish(&win, i);
+		cr_assert(eachobs__window_loaded(&win, i));
+		cr_assert_not(eachobs__window_room(&win, i));
+		eachobs__window_release(&win, i);
+		cr_assert_not(eachobs__window_loaded(&win, i));
+	}
+	eachobs__window_fini(&win);
+}
+
+Test(window, claims_rise_shrink_to_single_units_and_stop_at_the_bound)
+{
+	struct eachobs__window win;
+	size_t lo, hi, next = 0, last = SIZE_MAX;
+
+	cr_assert_eq(eachobs__window_init(&win, 8, 1000), 0);
+	while (eachobs__window_claim(&win, 16, SIZE_MAX, 4, &lo, &hi)) {
+		cr_assert_eq(lo, next);
+		cr_assert_gt(hi, lo);
+		cr_assert_leq(hi - lo, 16);
+		cr_assert_leq(hi - lo, last, "claims only shrink");
+		last = hi - lo;
+		next = hi;
+	}
+	cr_assert_eq(next, 1000);
+	cr_assert_eq(last, 1);
+	cr_assert_eq(eachobs__window_claimed(&win), 1000);
+	eachobs__window_fini(&win);
+
+	cr_assert_eq(eachobs__window_init(&win, 8, 100), 0);
+	cr_assert(eachobs__window_claim(&win, 50, 10, 0, &lo, &hi));
+	cr_assert_eq(hi, 10);
+	cr_assert_not(eachobs__window_claim(&win, 50, 10, 0, &lo, &hi));
+	eachobs__window_fini(&win);
+}
+
+/* ---- loaders against a consumer ---------------------------------------- */
+
+struct run {
+	struct eachobs__window win;
+	size_t *place_holds;      /* the unit each place holds now */
+	size_t n;
+	unsigned loaders;
+	size_t chunk;
+	_Atomic size_t in_flight; /* loaded or being loaded, not released */
+	_Atomic size_t most;
+	unsigned seed;
+};
+
+static void note_most(struct run *r, size_t now)
+{
+	size_t m = atomic_load(&r->most);
+
+	while (now > m && !atomic_compare_exchange_weak(&r->most, &m, now))
+		;
+}
+
+static void *loader_main(void *arg)
+{
+	struct run *r = arg;
+	unsigned seed = r->seed ^ (unsigned)(uintptr_t)pthread_self();
+	size_t lo, hi;
+
+	while (eachobs__window_claim(&r->win, r->chunk, SIZE_MAX, r->loaders,
+				     &lo, &hi)) {
+		for (size_t i = lo; i < hi; i++) {
+			if (!eachobs__window_room(&r->win, i))
+				eachobs__window_wait_room(&r->win, i);
+			if (i >= eachobs__window_limit(&r->win))
+				return NULL;
+			note_most(r, atomic_fetch_add(&r->in_flight, 1) + 1);
+			/* Loaders of different speeds: some units are slow. */
+			if (rand_r(&seed) % 64 == 0)
+				usleep(rand_r(&seed) % 200);
+			r->place_holds[i % r->win.w] = i;
+			eachobs__window_publish(&r->win, i);
+		}
+	}
+	return NULL;
+}
+
+static void run_window(size_t w, unsigned loaders, size_t chunk, size_t n)
+{
+	struct run r = { .n = n, .loaders = loaders, .chunk = chunk,
+			 .seed = (unsigned)(w * 131 + loaders * 7 + chunk) };
+	pthread_t th[16];
+
+	cr_assert_eq(eachobs__window_init(&r.win, w, n), 0);
+	r.place_holds = calloc(w, sizeof(size_t));
+	for (unsigned i = 0; i < loaders; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, loader_main, &r), 0);
+	for (size_t m = 0; m < n; m++) {
+		if (!eachobs__window_loaded(&r.win, m))
+			eachobs__window_wait_loaded(&r.win, m, NULL, NULL);
+		cr_assert(eachobs__window_loaded(&r.win, m));
+		cr_assert_eq(r.place_holds[m % w], m,
+			     "W %zu P %u chunk %zu: place of unit %zu holds %zu",
+			     w, loaders, chunk, m, r.place_holds[m % w]);
+		atomic_fetch_sub(&r.in_flight, 1);
+		eachobs__window_release(&r.win, m);
+	}
+	for (unsigned i = 0; i < loaders; i++)
+		pthread_join(th[i], NULL);
+	cr_assert_leq(atomic_load(&r.most), w,
+		      "W %zu P %u: %zu units at once", w, loaders,
+		      atomic_load(&r.most));
+	eachobs__window_fini(&r.win);
+	free(r.place_holds);
+}
+
+Test(window, loaders_hold_at_most_w_units_and_the_consumer_never_stalls)
+{
+	static const size_t ws[] = { 1, 2, 3, 8, 33 };
+
+	for (size_t a = 0; a < sizeof(ws) / sizeof(ws[0]); a++)
+		for (unsigned p = 1; p <= 8; p *= 2)
+			for (size_t chunk = 1; chunk <= 4; chunk *= 4)
+				run_window(ws[a], p, chunk, 2000);
+}
+
+/* ---- failure and close ------------------------------------------------ */
+
+static bool past_limit(const void *arg)
+{
+	const struct run *r = arg;
+
+	return 5 >= eachobs__window_limit_acquire(&r->win);
+}
+
+static void *fail_soon(void *arg)
+{
+	struct run *r = arg;
+
+	usleep(20000);
+	eachobs__window_fail(&r->win, 5);
+	return NULL;
+}
+
+Test(window, a_failure_wakes_a_consumer_waiting_for_a_unit_past_it)
+{
+	struct run r = { 0 };
+	pthread_t th;
+
+	cr_assert_eq(eachobs__window_init(&r.win, 4, 100), 0);
+	cr_assert_eq(pthread_create(&th, NULL, fail_soon, &r), 0);
+	/* Unit 5 is never loaded: only the failure ends this wait. */
+	eachobs__window_wait_loaded(&r.win, 5, past_limit, &r);
+	cr_assert_eq(eachobs__window_limit(&r.win), 5);
+	cr_assert_not(eachobs__window_loaded(&r.win, 5));
+	pthread_join(th, NULL);
+	/* A higher failure does not raise the limit. */
+	eachobs__window_fail(&r.win, 9);
+	cr_assert_eq(eachobs__window_limit(&r.win), 5);
+	eachobs__window_fini(&r.win);
+}
+
+static void *wait_room_of_4(void *arg)
+{
+	struct eachobs__window *win = arg;
+
+	eachobs__window_wait_room(win, 4); /* unit 0 is never released */
+	return NULL;
+}
+
+Test(window, close_wakes_a_loader_waiting_for_room)
+{
+	struct eachobs__window win;
+	pthread_t th;
+
+	cr_assert_eq(eachobs__window_init(&win, 4, 100), 0);
+	eachobs__window_publish(&win, 0);
+	cr_assert_eq(pthread_create(&th, NULL, wait_room_of_4, &win), 0);
+	usleep(20000);
+	eachobs__window_close(&win);
+	pthread_join(th, NULL);
+	cr_assert_eq(eachobs__window_limit(&win), 0);
+	eachobs__window_fini(&win);
+}
