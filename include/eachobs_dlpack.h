@@ -47,8 +47,7 @@ extern "C" {
  * and changes nothing, and the tensor's deleter gives it back to the
  * iterator. So the loader writes into that memory again when, and only
  * when, the framework has dropped the tensor; until then the item counts
- * against hold (with hold = 2, one batch on its way to the device while
- * the next one is taken). The deleter may run on any thread, at any time:
+ * against hold. The deleter may run on any thread, at any time:
  * concurrently with eachobs_next(), and also after eachobs_close(), when
  * the memory stays valid until the last tensor's deleter runs and is then
  * freed (with eachobs_options.allocator's free, if one was given).
@@ -59,12 +58,14 @@ extern "C" {
  * @param ndim   1 .. EACHOBS_DLPACK_MAX_NDIM.
  * @param shape  ndim sizes, each >= 0.
  * @param out    receives the tensor; NULL on failure.
- * @return 0; -EINVAL when an argument is NULL, ndim is out of range, a
- *   size is negative, the dtype has no whole bytes, the shape does not
- *   make obs_size, data is not an item this iterator holds (hold 0, never
+ * @return 0; -EINVAL when it, data, shape or out is NULL, ndim is out of
+ *   range, a size is negative, the dtype has no whole bytes (bits not a
+ *   positive multiple of 8, or lanes 0), the shape's bytes overflow or are
+ *   not obs_size, data is not an item this iterator holds (hold 0, never
  *   yielded, released, from another iterator, not the start of an
- *   observation) or already belongs to a tensor; -ENOMEM. On failure
- *   nothing changes and the iterator stays usable.
+ *   observation) or already belongs to a tensor; -ENOMEM when the tensor
+ *   cannot be allocated. On failure *out is NULL (when out is not), nothing
+ *   else changes and the iterator stays usable.
  *
  * Thread: the iterator's consumer. Never blocks. The deleter: any thread.
  */
