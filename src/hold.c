@@ -62,12 +62,7 @@ void eachobs__hold_fini(eachobs_iter *it)
 
 void eachobs__give_back(eachobs_iter *it, struct eachobs__slot *slot)
 {
-	if (it->executor == EACHOBS_SERIAL)
-		return;
-	if (it->ordered)
-		eachobs__ordered_release(it, slot);
-	else
-		eachobs__handoff_put_free(&it->handoff, slot);
+	it->mode->give_back(it, slot);
 }
 
 bool eachobs__hold_full(const eachobs_iter *it)
@@ -97,7 +92,7 @@ const struct eachobs__buf *eachobs__hold_take(eachobs_iter *it,
 		 * soon as the release store below is seen. */
 		slot->b = h->spares[--h->nspares];
 		item->slot = NULL;
-		eachobs__ordered_release(it, slot);
+		it->mode->give_back(it, slot);
 	}
 	return &item->b;
 }

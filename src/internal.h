@@ -9,9 +9,10 @@
  *   deque.c  unordered work sharing: per-worker ranges, stealing
  *   pool.c   an iterator's worker threads: created or lent, the start gate
  *   handoff.c unordered hand-off: items through two ck_rings, credits
- *   unordered.c the unordered loaders: deques, load, hand-off
+ *   serial.c the SERIAL mode: the consumer loads each unit itself
+ *   unordered.c the unordered mode: deques, load, hand-off
  *   window.c ordered hand-off: a reorder window of turns
- *   ordered.c the ordered loaders and consumer: window, load
+ *   ordered.c the ordered mode: window, load
  *   sampler.c which dataset index each position visits (shuffle, shards)
  *   resume.c  checkpoint and resume: yielded units as spans, the record
  *   load.c   running getobs: one observation, or a batch several threads fill
@@ -279,6 +280,7 @@ struct eachobs_iter {
 	size_t cap;        /* observations per unit: batchsize, or 1 */
 	eachobs_executor executor;
 	bool ordered;
+	const struct eachobs__mode *mode;
 	bool skip_errors;  /* on_error = SKIP */
 	size_t basesize;   /* units per task (unordered) */
 	size_t buffersize; /* units */
@@ -435,13 +437,6 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 		      const eachobs_options *o);
 void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st);
 
-/* unordered.c */
-void eachobs__unordered_worker(eachobs_iter *it, unsigned self);
-/* THREADED consumer, unbatched, cheap getobs: load a run of pending
- * observations through the hand-off, as a worker would, without ever
- * waiting. The number loaded; sets *per_item_ns when it loaded any. */
-size_t eachobs__unordered_help_run(eachobs_iter *it, uint64_t *per_item_ns);
-
 /* What a consumer's take returns, beside 1 (a unit), 0 (the end) and
  * -EINTR (an interrupt): a failure whose unit will not arrive; the code is
  * in the failure record. */
@@ -459,9 +454,37 @@ static inline bool eachobs__take_interrupt(eachobs_iter *it)
 	return true;
 }
 
-/* ordered.c */
-void eachobs__ordered_worker(eachobs_iter *it, unsigned self);
-int eachobs__ordered_next(eachobs_iter *it, struct eachobs__slot **out);
-void eachobs__ordered_release(eachobs_iter *it, struct eachobs__slot *slot);
+/*
+ * What an executor and an ordering make of loading and handing over,
+ * chosen once at start (start.c): SERIAL, the consumer loading each unit
+ * itself (serial.c); unordered, deques and the hand-off (unordered.c);
+ * ordered, the reorder window (ordered.c).
+ */
+struct eachobs__mode {
+	/* A worker's loop until no work is left or close began (SERIAL:
+	 * NULL, it has no workers). */
+	void (*worker)(eachobs_iter *it, unsigned self);
+	/* Consumer: the next unit, 1 with *out; 0 at the end; -EINTR for an
+	 * interrupt; EACHOBS__TAKE_FAILED for a failure whose unit will not
+	 * arrive. */
+	int (*take)(eachobs_iter *it, struct eachobs__slot **out);
+	/* Consumer: whether every unit was taken. */
+	bool (*finished)(const eachobs_iter *it);
+	/* Consumer: a slot it let go of goes back to the loaders. */
+	void (*give_back)(eachobs_iter *it, struct eachobs__slot *slot);
+	/* Any loader: a getobs failed under STOP at unit u (the failure
+	 * record is written): stop loading what that makes moot, and wake a
+	 * consumer that may wait for what will not come. */
+	void (*fail)(eachobs_iter *it, size_t u);
+	/* Any thread, also a signal handler: wake the consumer to look at an
+	 * interrupt. */
+	void (*wake_consumer)(eachobs_iter *it);
+	/* The most units that waited for the consumer at once (stats). */
+	size_t (*max_waiting)(const eachobs_iter *it);
+};
+
+extern const struct eachobs__mode eachobs__serial_mode;
+extern const struct eachobs__mode eachobs__unordered_mode;
+extern const struct eachobs__mode eachobs__ordered_mode;
 
 #endif /* EACHOBS_INTERNAL_H */

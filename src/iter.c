@@ -65,10 +65,7 @@ static int accept(eachobs_iter *it, struct eachobs__slot *slot)
 	if (!it->skip_errors) {
 		it->err = b->status[bad];
 		it->err_idx = b->idx[bad];
-		/* Ordered: nothing past this unit is loaded any more, so the
-		 * slot need not be given back. */
-		if (!it->ordered)
-			eachobs__give_back(it, slot);
+		eachobs__give_back(it, slot);
 		return it->err;
 	}
 	compact(it, b, bad);
@@ -76,166 +73,6 @@ static int accept(eachobs_iter *it, struct eachobs__slot *slot)
 		return 1;
 	eachobs__give_back(it, slot);
 	return SKIPPED;
-}
-
-static struct eachobs__slot *serial_slot(eachobs_iter *it)
-{
-	for (size_t i = 0; i < it->nslots; i++)
-		if (!eachobs__hold_has(it, &it->slots[i]))
-			return &it->slots[i];
-	return NULL; /* not reached: the caller checked hold_full */
-}
-
-/* A batch of slow observations is loaded a claim at a time, so that an
- * interrupt ends the call after the getobs running when it came; the batch
- * goes on next call. */
-static int take_serial(eachobs_iter *it, struct eachobs__slot **out)
-{
-	struct eachobs__slot *slot = it->serial_open;
-
-	if (!slot) {
-		if (it->yielded >= it->nunits)
-			return 0;
-		slot = serial_slot(it);
-		/* Cheap entries: the whole batch at once, timed once. */
-		if (!it->batchsize || eachobs__getobs_cheap(it)) {
-			eachobs__fill(it, slot, it->yielded++);
-			*out = slot;
-			return 1;
-		}
-		eachobs__open(it, slot, it->yielded++);
-		it->serial_open = slot;
-	}
-	while (!eachobs__fill_step(it, slot)) {
-		if (eachobs__failed(it)) { /* STOP: the rest is not loaded */
-			it->serial_open = NULL;
-			return EACHOBS__TAKE_FAILED;
-		}
-		if (eachobs__take_interrupt(it))
-			return -EINTR;
-	}
-	it->serial_open = NULL;
-	*out = slot;
-	return 1;
-}
-
-/* THREADED consumer: a free slot and an unclaimed unit for it, or NULL
- * (the consumer's own slot: it holds no other while it helps). */
-static struct eachobs__slot *take_free_unit(eachobs_iter *it, size_t *u)
-{
-	struct eachobs__slot *slot = eachobs__handoff_try_get_free(&it->handoff);
-
-	if (slot && !eachobs__deques_take(&it->deques, 1, u)) {
-		eachobs__handoff_put_free(&it->handoff, slot);
-		slot = NULL;
-	}
-	return slot;
-}
-
-/* THREADED consumer, batched, nothing ready: help fill an open batch, or
- * take a unit and fill it. Returns a unit this call completed, if any;
- * *progress says whether it loaded anything. */
-static struct eachobs__slot *help_batched(eachobs_iter *it, bool *progress)
-{
-	struct eachobs__slot *slot;
-	size_t u;
-
-	*progress = eachobs__help(it, 0, SIZE_MAX, &slot) == 1;
-	if (*progress)
-		return slot;
-	if (atomic_load_explicit(&it->stop, memory_order_relaxed) ||
-	    !(slot = take_free_unit(it, &u)))
-		return NULL;
-	*progress = true;
-	/* Slow getobs: open it to every thread and help it as they do. */
-	if (!eachobs__getobs_cheap(it)) {
-		eachobs__open(it, slot, u);
-		return NULL;
-	}
-	return eachobs__fill(it, slot, u) ? slot : NULL;
-}
-
-/* THREADED consumer with nothing ready: load one pending unit itself. */
-static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
-{
-	struct eachobs__slot *slot;
-	size_t u;
-
-	if (it->batchsize)
-		return help_batched(it, progress);
-	*progress = false;
-	if (atomic_load_explicit(&it->stop, memory_order_relaxed))
-		return NULL;
-	if (it->help_ns && it->help_ns < EACHOBS__CHEAP_NS) {
-		*progress = eachobs__unordered_help_run(it, &it->help_ns) > 0;
-		return NULL;
-	}
-	uint64_t t0 = eachobs__now_ns();
-	if (!(slot = take_free_unit(it, &u)))
-		return NULL;
-	*progress = true;
-	eachobs__fill(it, slot, u);
-	it->help_ns = eachobs__now_ns() - t0;
-	return slot;
-}
-
-/* What else wakes a consumer waiting for a ready unit: a failure whose
- * unit will not arrive, an interrupt. */
-static bool failed_or_interrupted(const void *arg)
-{
-	const eachobs_iter *it = arg;
-
-	return eachobs__failed(it) || eachobs__interrupted(it);
-}
-
-static void wait_ready(eachobs_iter *it)
-{
-	uint64_t t0 = eachobs__now_ns();
-
-	eachobs__handoff_wait_ready(&it->handoff, failed_or_interrupted, it);
-	eachobs__stat_add(&it->cstats.idle_ns, eachobs__now_ns() - t0);
-}
-
-/* What waited in the hand-off comes first; then an interrupt, or a failure
- * whose unit will not arrive, ends the wait. */
-static int take_unordered(eachobs_iter *it, struct eachobs__slot **out)
-{
-	bool progress = false;
-
-	for (;;) {
-		if (it->yielded == it->nunits)
-			return 0;
-		struct eachobs__slot *slot = eachobs__handoff_get_ready(&it->handoff);
-		if (!slot && eachobs__take_interrupt(it))
-			return -EINTR;
-		if (!slot && eachobs__failed(it))
-			return EACHOBS__TAKE_FAILED;
-		if (!slot && it->executor == EACHOBS_THREADED)
-			slot = help_unordered(it, &progress);
-		if (slot) {
-			it->yielded++;
-			*out = slot;
-			return 1;
-		}
-		if (!progress)
-			wait_ready(it);
-	}
-}
-
-static int take(eachobs_iter *it, struct eachobs__slot **out)
-{
-	if (it->executor == EACHOBS_SERIAL)
-		return take_serial(it, out);
-	if (it->ordered)
-		return eachobs__ordered_next(it, out);
-	return take_unordered(it, out);
-}
-
-static bool finished(const eachobs_iter *it)
-{
-	if (it->ordered)
-		return it->order.next >= it->nunits;
-	return it->yielded >= it->nunits;
 }
 
 /* The failure record's code becomes the sticky error (STOP). */
@@ -258,7 +95,7 @@ static int take_or_stash(eachobs_iter *it, struct eachobs__slot **out)
 		*out = it->stash;
 		it->stash = NULL;
 	} else {
-		rc = take(it, out);
+		rc = it->mode->take(it, out);
 	}
 	if (rc == 1 && eachobs__take_interrupt(it)) {
 		it->stash = *out;
@@ -288,7 +125,7 @@ static int next_unit(eachobs_iter *it, const struct eachobs__buf **out)
 	eachobs__hold_release_auto(it);
 	if (eachobs__take_interrupt(it))
 		return -EINTR;
-	if (!it->stash && !it->serial_open && finished(it))
+	if (!it->stash && !it->serial_open && it->mode->finished(it))
 		return 0;
 	if (eachobs__hold_full(it))
 		return -ENOBUFS;
@@ -445,8 +282,7 @@ void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st)
 		st->worker_idle_ns += stat(&w->idle_ns);
 		st->steals += stat(&w->steals);
 	}
-	st->max_waiting = it->ordered ? it->max_waiting
-				      : it->handoff.max_waiting;
+	st->max_waiting = it->mode->max_waiting(it);
 	st->nworkers = eachobs__pool_started(it);
 }
 
@@ -497,10 +333,7 @@ int eachobs_interrupt(eachobs_iter *it)
 					    "eachobs_interrupt: it is NULL");
 	int saved = errno;
 	atomic_fetch_add_explicit(&it->interrupts, 1, memory_order_seq_cst);
-	if (it->ordered)
-		eachobs__window_wake(&it->window);
-	else
-		eachobs__handoff_wake_consumer(&it->handoff);
+	it->mode->wake_consumer(it);
 	errno = saved;
 	return 0;
 }

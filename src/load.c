@@ -98,12 +98,7 @@ record_failure(eachobs_iter *it, size_t u, size_t pos, size_t idx, int code)
 	}
 	atomic_store_explicit(&f->set, true, memory_order_release);
 	pthread_mutex_unlock(&f->lock);
-	if (it->ordered) {
-		eachobs__window_fail(&it->window, u);
-	} else {
-		atomic_store_explicit(&it->stop, true, memory_order_release);
-		eachobs__handoff_wake_consumer(&it->handoff);
-	}
+	it->mode->fail(it, u);
 }
 
 /* Whether no getobs may start for unit u: close has begun, or a failure

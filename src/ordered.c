@@ -101,7 +101,7 @@ static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi)
 	return true;
 }
 
-void eachobs__ordered_worker(eachobs_iter *it, unsigned self)
+static void worker(eachobs_iter *it, unsigned self)
 {
 	size_t lo, hi;
 
@@ -178,7 +178,7 @@ static bool help(eachobs_iter *it)
 	return true;
 }
 
-int eachobs__ordered_next(eachobs_iter *it, struct eachobs__slot **out)
+static int take(eachobs_iter *it, struct eachobs__slot **out)
 {
 	size_t m = it->order.next;
 
@@ -209,9 +209,41 @@ int eachobs__ordered_next(eachobs_iter *it, struct eachobs__slot **out)
 	return 1;
 }
 
-void eachobs__ordered_release(eachobs_iter *it, struct eachobs__slot *slot)
+static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
 {
 	eachobs__window_release(&it->window,
 				atomic_load_explicit(&slot->unit,
 						     memory_order_relaxed));
 }
+
+static bool finished(const eachobs_iter *it)
+{
+	return it->order.next >= it->nunits;
+}
+
+/* Nothing at or past u is loaded any more; the consumer may wait on u's
+ * place, which will now never be published. */
+static void fail(eachobs_iter *it, size_t u)
+{
+	eachobs__window_fail(&it->window, u);
+}
+
+static void wake_consumer(eachobs_iter *it)
+{
+	eachobs__window_wake(&it->window);
+}
+
+static size_t max_waiting(const eachobs_iter *it)
+{
+	return it->max_waiting;
+}
+
+const struct eachobs__mode eachobs__ordered_mode = {
+	.worker = worker,
+	.take = take,
+	.finished = finished,
+	.give_back = give_back,
+	.fail = fail,
+	.wake_consumer = wake_consumer,
+	.max_waiting = max_waiting,
+};

@@ -69,10 +69,7 @@ void eachobs__worker_run(struct eachobs__worker *w)
 	eachobs__tls_stats = &w->stats;
 	eachobs__event_wait_timed(&it->pool.ev_go, go_or_closing, it, 0);
 	if (!eachobs__closing(it)) {
-		if (it->ordered)
-			eachobs__ordered_worker(it, w->self);
-		else
-			eachobs__unordered_worker(it, w->self);
+		it->mode->worker(it, w->self);
 	}
 	/* A lent thread goes on to other iterators. */
 	eachobs__tls_stats = NULL;

@@ -455,6 +455,9 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	it->data = *data;
 	it->executor = o->executor;
 	it->ordered = o->ordered && o->executor != EACHOBS_SERIAL;
+	it->mode = o->executor == EACHOBS_SERIAL ? &eachobs__serial_mode
+		   : it->ordered		 ? &eachobs__ordered_mode
+						 : &eachobs__unordered_mode;
 	it->skip_errors = o->on_error == EACHOBS_ON_ERROR_SKIP;
 	it->pool.lender = o->pool;
 	if (o->pool)

@@ -8,6 +8,8 @@
 #include "handoff.h"
 #include "internal.h"
 
+#include <errno.h>
+
 /* Worker self: claim up to max units from the deques (deque.h), with
  * what the claim cost counted in this worker's stats. */
 static size_t claim(eachobs_iter *it, unsigned self, size_t max, size_t *first)
@@ -99,7 +101,7 @@ static void run_unbatched(eachobs_iter *it, unsigned self)
  * counts against buffersize like any worker's, and the consumer then takes
  * the observations out in the usual way.
  */
-size_t eachobs__unordered_help_run(eachobs_iter *it, uint64_t *per_item_ns)
+static size_t help_run(eachobs_iter *it, uint64_t *per_item_ns)
 {
 	void *run[EACHOBS__RUN_MAX];
 	size_t c = eachobs__handoff_try_take_credits(&it->handoff,
@@ -135,7 +137,7 @@ static bool help_open(eachobs_iter *it, unsigned self)
  * to claim, and otherwise loads one entry at a time of the open unit that
  * is nearest completion (load.c), so the threads fill one batch together.
  */
-void eachobs__unordered_worker(eachobs_iter *it, unsigned self)
+static void worker(eachobs_iter *it, unsigned self)
 {
 	struct eachobs__slot *slot;
 	size_t u;
@@ -162,3 +164,147 @@ void eachobs__unordered_worker(eachobs_iter *it, unsigned self)
 	}
 	help_open(it, self);
 }
+
+/* ---- the consumer --------------------------------------------------- */
+
+/* THREADED consumer: a free slot and an unclaimed unit for it, or NULL
+ * (the consumer's own slot: it holds no other while it helps). */
+static struct eachobs__slot *take_free_unit(eachobs_iter *it, size_t *u)
+{
+	struct eachobs__slot *slot = eachobs__handoff_try_get_free(&it->handoff);
+
+	if (slot && !eachobs__deques_take(&it->deques, 1, u)) {
+		eachobs__handoff_put_free(&it->handoff, slot);
+		slot = NULL;
+	}
+	return slot;
+}
+
+/* THREADED consumer, batched, nothing ready: help fill an open batch, or
+ * take a unit and fill it. Returns a unit this call completed, if any;
+ * *progress says whether it loaded anything. */
+static struct eachobs__slot *help_batched(eachobs_iter *it, bool *progress)
+{
+	struct eachobs__slot *slot;
+	size_t u;
+
+	*progress = eachobs__help(it, 0, SIZE_MAX, &slot) == 1;
+	if (*progress)
+		return slot;
+	if (atomic_load_explicit(&it->stop, memory_order_relaxed) ||
+	    !(slot = take_free_unit(it, &u)))
+		return NULL;
+	*progress = true;
+	/* Slow getobs: open it to every thread and help it as they do. */
+	if (!eachobs__getobs_cheap(it)) {
+		eachobs__open(it, slot, u);
+		return NULL;
+	}
+	return eachobs__fill(it, slot, u) ? slot : NULL;
+}
+
+/* THREADED consumer with nothing ready: load one pending unit itself. */
+static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
+{
+	struct eachobs__slot *slot;
+	size_t u;
+
+	if (it->batchsize)
+		return help_batched(it, progress);
+	*progress = false;
+	if (atomic_load_explicit(&it->stop, memory_order_relaxed))
+		return NULL;
+	if (it->help_ns && it->help_ns < EACHOBS__CHEAP_NS) {
+		*progress = help_run(it, &it->help_ns) > 0;
+		return NULL;
+	}
+	uint64_t t0 = eachobs__now_ns();
+	if (!(slot = take_free_unit(it, &u)))
+		return NULL;
+	*progress = true;
+	eachobs__fill(it, slot, u);
+	it->help_ns = eachobs__now_ns() - t0;
+	return slot;
+}
+
+/* What else wakes a consumer waiting for a ready unit: a failure whose
+ * unit will not arrive, an interrupt. */
+static bool failed_or_interrupted(const void *arg)
+{
+	const eachobs_iter *it = arg;
+
+	return eachobs__failed(it) || eachobs__interrupted(it);
+}
+
+static void wait_ready(eachobs_iter *it)
+{
+	uint64_t t0 = eachobs__now_ns();
+
+	eachobs__handoff_wait_ready(&it->handoff, failed_or_interrupted, it);
+	eachobs__stat_add(&it->cstats.idle_ns, eachobs__now_ns() - t0);
+}
+
+/* What waited in the hand-off comes first; then an interrupt, or a failure
+ * whose unit will not arrive, ends the wait. */
+static int take(eachobs_iter *it, struct eachobs__slot **out)
+{
+	bool progress = false;
+
+	for (;;) {
+		if (it->yielded == it->nunits)
+			return 0;
+		struct eachobs__slot *slot = eachobs__handoff_get_ready(&it->handoff);
+		if (!slot && eachobs__take_interrupt(it))
+			return -EINTR;
+		if (!slot && eachobs__failed(it))
+			return EACHOBS__TAKE_FAILED;
+		if (!slot && it->executor == EACHOBS_THREADED)
+			slot = help_unordered(it, &progress);
+		if (slot) {
+			it->yielded++;
+			*out = slot;
+			return 1;
+		}
+		if (!progress)
+			wait_ready(it);
+	}
+}
+
+static bool finished(const eachobs_iter *it)
+{
+	return it->yielded >= it->nunits;
+}
+
+static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
+{
+	eachobs__handoff_put_free(&it->handoff, slot);
+}
+
+/* A failure (STOP) ends all loading; the consumer may wait for a unit
+ * that will now never arrive. */
+static void fail(eachobs_iter *it, size_t u)
+{
+	(void)u;
+	atomic_store_explicit(&it->stop, true, memory_order_release);
+	eachobs__handoff_wake_consumer(&it->handoff);
+}
+
+static void wake_consumer(eachobs_iter *it)
+{
+	eachobs__handoff_wake_consumer(&it->handoff);
+}
+
+static size_t max_waiting(const eachobs_iter *it)
+{
+	return it->handoff.max_waiting;
+}
+
+const struct eachobs__mode eachobs__unordered_mode = {
+	.worker = worker,
+	.take = take,
+	.finished = finished,
+	.give_back = give_back,
+	.fail = fail,
+	.wake_consumer = wake_consumer,
+	.max_waiting = max_waiting,
+};
