@@ -144,7 +144,7 @@ struct eachobs__slot {
 	/* Ordered mode: slot s serves units s, s + W, s + 2W, ...; whose
 	 * move it is, is the window's place s (window.h). */
 	/* Batched: the unit being filled, and the sharing of its entries
-	 * among threads (batch.c). claim is generation << 32 | next entry to
+	 * among threads (load.c). claim is generation << 32 | next entry to
 	 * claim; a slot is open to helpers while that entry is below count. */
 	_Atomic size_t unit;
 	_Atomic size_t count;
@@ -155,7 +155,7 @@ struct eachobs__slot {
 /* ---- unordered.c: the unordered mode's loaders ------------------------ */
 
 /* A getobs under EACHOBS__CHEAP_NS is cheap: loaders then move up to
- * EACHOBS__RUN_MAX observations at a time (see ring.c). */
+ * EACHOBS__RUN_MAX observations at a time (see unordered.c). */
 enum { EACHOBS__RUN_MAX = 16, EACHOBS__CHEAP_NS = 2000 };
 
 

@@ -1,8 +1,9 @@
 /*
  * The consumer's side of the public iterator: eachobs_next and
- * eachobs_next_batch for each executor and ordering, with interrupts,
- * failures and skips; release, stats, failures, length, checkpoint,
- * interrupt and close. Starting and stopping is start.c's.
+ * eachobs_next_batch over the units its mode (serial.c, unordered.c,
+ * ordered.c) takes, with interrupts, failures and skips; release, stats,
+ * failures, length, checkpoint, interrupt and close. Starting and stopping
+ * is start.c's.
  */
 #define _GNU_SOURCE
 #include "internal.h"
