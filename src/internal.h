@@ -246,7 +246,7 @@ struct eachobs__slot {
 	_Atomic uint32_t turn;
 	struct eachobs__event ev; /* ordered: wakes on every change of turn */
 	/* Batched: the unit being filled, and the sharing of its entries
-	 * among threads (batch.c). claim is generation << 32 | next entry to
+	 * among threads (load.c). claim is generation << 32 | next entry to
 	 * claim; a slot is open to helpers while that entry is below count. */
 	_Atomic size_t unit;
 	_Atomic size_t count;
