@@ -1,34 +1,37 @@
 /*
- * An image-classification input pipeline: a folder of JPEGs, one
- * sub-folder per class, decoded with libturbojpeg, randomly cropped to
- * 224 x 224 and flipped, normalized to float32 CHW and written straight
- * into eachobs' batch buffers (32 images per batch, collated in place),
- * shuffled every epoch. A stand-in training step on the consumer thread
- * costs --step-us microseconds per batch and reads every float.
+ * The image-classification pipeline of examples/imagefolder.c, timed: a
+ * folder of JPEGs, one sub-folder per class, decoded with libturbojpeg,
+ * randomly cropped to 224 x 224 and flipped, normalized to float32 CHW and
+ * written straight into eachobs' batch buffers (32 images per batch,
+ * collated in place), shuffled every epoch; the example's getobs, over
+ * the same examples/jpeg_folder.c. A stand-in training step on the
+ * consumer thread costs --step-us microseconds per batch and reads every
+ * float.
  *
  * The same run is timed under four executors: SERIAL, THREADED,
  * BACKGROUND, and BACKGROUND with the workers kept off the consumer's core
  * (worker_cpus) or below its priority (worker_nice); first the training
  * step alone on one preloaded batch, the rate with no loader; last
- * PyTorch's DataLoader on the same folder (imagefolder_torch.py), when
- * /usr/bin/python3 has torch and PIL. docs/imagefolder.md says how to read
- * the report.
+ * PyTorch's DataLoader on the same folder (imagefolder_torch.py, beside
+ * this file), when /usr/bin/python3 has torch and PIL.
+ * docs/imagefolder.md says how to read the report.
  *
- *   example_imagefolder [FOLDER] [--dir D] [--images N] [--epochs E]
- *                       [--step-us U] [--threads T] [--seed S] [--check]
- *                       [--no-torch] [--torch-script PATH] [--python PY]
+ *   bench_imagefolder [FOLDER] [--dir D] [--images N] [--epochs E]
+ *                     [--step-us U] [--threads T] [--seed S] [--check]
+ *                     [--no-torch] [--torch-script PATH] [--python PY]
+ *                     [--generate-only]
  *
  * Without FOLDER, a synthetic folder of N images (default 2000, 10 classes)
  * is generated once under D (default $XDG_CACHE_HOME/eachobs, else
- * ~/.cache/eachobs). --check (for CI) also verifies that every image is
- * yielded exactly once per epoch, that the pixels are sane, and that every
- * executor produced the same augmented images; it exits 1 otherwise.
- * Ctrl-C stops the run, prints the partial results and exits 130.
+ * ~/.cache/eachobs); --generate-only prints its path and stops there.
+ * --check (for CI) also verifies that every image is yielded exactly once
+ * per epoch, that the pixels are sane, and that every executor produced
+ * the same augmented images; it exits 1 otherwise. Ctrl-C stops the run,
+ * prints the partial results and exits 130.
  */
 #define _GNU_SOURCE
 #include <eachobs.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -41,19 +44,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <turbojpeg.h>
 #include <unistd.h>
 
-#define SIDE 224
-#define OBS_FLOATS (3 * SIDE * SIDE)
-#define BATCH 32
-#define NCLASSES 10
+#include "jpeg_folder.h"
 
-static const float mean[3] = { 0.485f, 0.456f, 0.406f };
-static const float stdev[3] = { 0.229f, 0.224f, 0.225f };
+#define BATCH 32
 
 /*
  * Set by the SIGINT handler, read by the consumer loop. A lock-free atomic
@@ -74,20 +71,6 @@ static void on_sigint(int sig)
 		eachobs_interrupt(it);
 }
 
-/* splitmix64: a small generator seeded from eachobs_seed(). */
-static uint64_t next_u64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static double uniform(uint64_t *s, double lo, double hi)
-{
-	return lo + (hi - lo) * (double)(next_u64(s) >> 11) * 0x1p-53;
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -103,224 +86,10 @@ static double cpu_s(void)
 	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
-/* mkdir -p; 0 or -1. */
-static int make_dirs(const char *path)
-{
-	char buf[4096];
-	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-		return -1;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
-/* ---- The synthetic dataset: generated once, then reused. ---- */
-
-/* Image i: a class-tinted gradient, a few shapes and noise. */
-static void draw_image(unsigned char *rgb, int w, int h, size_t i)
-{
-	uint64_t s = eachobs_seed(7, 0, i);
-	int cls = (int)(i % NCLASSES);
-	int cx[3], cy[3], r[3];
-	unsigned char col[3][3];
-
-	for (int k = 0; k < 3; k++) {
-		cx[k] = (int)(next_u64(&s) % (uint64_t)w);
-		cy[k] = (int)(next_u64(&s) % (uint64_t)h);
-		r[k] = 20 + (int)(next_u64(&s) % 100);
-		for (int c = 0; c < 3; c++)
-			col[k][c] = (unsigned char)next_u64(&s);
-	}
-	for (int y = 0; y < h; y++) {
-		for (int x = 0; x < w; x++) {
-			unsigned char *p = rgb + 3 * ((size_t)y * w + x);
-			int noise = (int)(next_u64(&s) & 31) - 16;
-			p[0] = (unsigned char)(x * 255 / w * (cls + 1) / 11);
-			p[1] = (unsigned char)(y * 255 / h);
-			p[2] = (unsigned char)(cls * 25);
-			for (int k = 0; k < 3; k++) {
-				int dx = x - cx[k], dy = y - cy[k];
-				if (dx * dx + dy * dy < r[k] * r[k])
-					memcpy(p, col[k], 3);
-			}
-			for (int c = 0; c < 3; c++) {
-				int v = p[c] + noise;
-				p[c] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
-			}
-		}
-	}
-}
-
-static int write_file(const char *path, const void *buf, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f)
-		return -1;
-	size_t done = fwrite(buf, 1, len, f);
-	return fclose(f) == 0 && done == len ? 0 : -1;
-}
-
-/* Generate nimages JPEGs into dir/cNN/ unless dir/.complete exists. */
-static int generate(const char *dir, size_t nimages)
-{
-	char path[4096];
-	struct stat st;
-	int maxw = 320 + 160, rc = -1, tty = isatty(STDERR_FILENO);
-
-	snprintf(path, sizeof path, "%s/.complete", dir);
-	if (stat(path, &st) == 0)
-		return 0;
-	fprintf(stderr, "generating %zu images in %s ...\n", nimages, dir);
-	tjhandle tj = tjInitCompress();
-	unsigned char *rgb = malloc((size_t)maxw * maxw * 3);
-	if (!tj || !rgb)
-		goto out;
-	for (size_t i = 0; i < nimages; i++) {
-		/* Shorter side 320, the other 320..479, either way round. */
-		int other = 320 + (int)(eachobs_seed(8, 0, i) % 160);
-		int w = i % 3 ? other : 320, h = i % 3 ? 320 : other;
-		unsigned char *jpeg = NULL;
-		unsigned long len = 0;
-
-		if (tty && i % 50 == 0) /* a count on a terminal */
-			fprintf(stderr, "\r%zu/%zu", i, nimages);
-		snprintf(path, sizeof path, "%s/c%02zu", dir, i % NCLASSES);
-		if (make_dirs(path) < 0)
-			goto out;
-		draw_image(rgb, w, h, i);
-		if (tjCompress2(tj, rgb, w, 0, h, TJPF_RGB, &jpeg, &len,
-				TJSAMP_420, 85, TJFLAG_FASTDCT) < 0) {
-			fprintf(stderr, "tjCompress2: %s\n", tjGetErrorStr2(tj));
-			goto out;
-		}
-		snprintf(path, sizeof path, "%s/c%02zu/img%06zu.jpg", dir,
-			 i % NCLASSES, i);
-		int wrc = write_file(path, jpeg, len);
-		tjFree(jpeg);
-		if (wrc < 0)
-			goto out;
-	}
-	snprintf(path, sizeof path, "%s/.complete", dir);
-	rc = write_file(path, "", 0);
-out:
-	if (tty)
-		fprintf(stderr, "\r%60s\r", "");
-	if (rc < 0)
-		fprintf(stderr, "cannot generate %s\n", dir);
-	free(rgb);
-	if (tj)
-		tjDestroy(tj);
-	return rc;
-}
-
-/* ---- Listing the folder: sorted classes, sorted files. ---- */
-
-struct folder {
-	char **paths;
-	int *labels;
-	size_t n, cap;
-	int nclasses;
-};
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int is_jpeg(const char *name)
-{
-	const char *dot = strrchr(name, '.');
-	return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
-}
-
-/* Sorted names in dir (sub-folders or JPEGs); NULL-terminated. */
-static char **list_dir(const char *dir, int want_dirs, size_t *count)
-{
-	DIR *d = opendir(dir);
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *e;
-
-	if (!d)
-		return NULL;
-	while ((e = readdir(d))) {
-		char path[4096];
-		struct stat st;
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-		if (stat(path, &st) < 0 ||
-		    (want_dirs ? !S_ISDIR(st.st_mode) :
-				 !S_ISREG(st.st_mode) || !is_jpeg(e->d_name)))
-			continue;
-		if (n + 1 >= cap) {
-			cap = cap ? 2 * cap : 64;
-			char **grown = realloc(names, cap * sizeof *names);
-			if (!grown)
-				break;
-			names = grown;
-		}
-		names[n++] = strdup(path);
-	}
-	closedir(d);
-	if (names)
-		qsort(names, n, sizeof *names, cmp_str);
-	*count = n;
-	return names;
-}
-
-static void folder_free(struct folder *f)
-{
-	for (size_t i = 0; i < f->n; i++)
-		free(f->paths[i]);
-	free(f->paths);
-	free(f->labels);
-}
-
-static int folder_load(struct folder *f, const char *dir)
-{
-	size_t ncls = 0;
-	char **cls = list_dir(dir, 1, &ncls);
-
-	memset(f, 0, sizeof *f);
-	for (size_t c = 0; cls && c < ncls; c++) {
-		size_t nf = 0;
-		char **files = list_dir(cls[c], 0, &nf);
-		for (size_t i = 0; files && i < nf; i++) {
-			if (f->n == f->cap) {
-				f->cap = f->cap ? 2 * f->cap : 1024;
-				f->paths = realloc(f->paths,
-						   f->cap * sizeof *f->paths);
-				f->labels = realloc(f->labels,
-						    f->cap * sizeof *f->labels);
-				if (!f->paths || !f->labels)
-					abort(); /* an example: no recovery */
-			}
-			f->paths[f->n] = files[i];
-			f->labels[f->n++] = (int)c;
-		}
-		free(files);
-		free(cls[c]);
-	}
-	f->nclasses = (int)ncls;
-	free(cls);
-	if (f->n == 0) {
-		fprintf(stderr, "%s: no class folders with JPEGs\n", dir);
-		return -1;
-	}
-	return 0;
-}
-
-/* ---- getobs: read, decode, crop, flip, normalize into the slot. ---- */
+/* ---- getobs: the example's, read, decode, crop, flip, normalize. ---- */
 
 struct pipeline {
-	const struct folder *folder;
+	const struct jpeg_folder *folder;
 	unsigned long long seed, epoch;
 };
 
@@ -329,115 +98,21 @@ static size_t pipe_numobs(void *ctx)
 	return ((const struct pipeline *)ctx)->folder->n;
 }
 
-static int read_file(const char *path, unsigned char **buf, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	long size;
-
-	if (!f)
-		return -errno;
-	if (fseek(f, 0, SEEK_END) < 0 || (size = ftell(f)) < 0 ||
-	    fseek(f, 0, SEEK_SET) < 0) {
-		fclose(f);
-		return -EIO;
-	}
-	*buf = malloc((size_t)size + 1);
-	*len = *buf ? fread(*buf, 1, (size_t)size, f) : 0;
-	fclose(f);
-	if (!*buf)
-		return -ENOMEM;
-	return *len == (size_t)size ? 0 : -EIO;
-}
-
-/*
- * A random-resized crop, as torchvision's RandomResizedCrop draws it:
- * area 8..100% of the image, aspect ratio 3/4..4/3 (log-uniform), ten
- * tries, then the central square.
- */
-static void draw_crop(uint64_t *s, int w, int h, int *x0, int *y0, int *cw,
-		      int *ch)
-{
-	for (int t = 0; t < 10; t++) {
-		double area = (double)w * h * uniform(s, 0.08, 1.0);
-		double ratio = exp(uniform(s, log(3.0 / 4), log(4.0 / 3)));
-		int tw = (int)lround(sqrt(area * ratio));
-		int th = (int)lround(sqrt(area / ratio));
-		if (tw > 0 && th > 0 && tw <= w && th <= h) {
-			*cw = tw;
-			*ch = th;
-			*x0 = (int)(next_u64(s) % (uint64_t)(w - tw + 1));
-			*y0 = (int)(next_u64(s) % (uint64_t)(h - th + 1));
-			return;
-		}
-	}
-	*cw = *ch = w < h ? w : h;
-	*x0 = (w - *cw) / 2;
-	*y0 = (h - *ch) / 2;
-}
-
-/* Nearest-neighbour resize of the crop into float CHW, normalized. */
-static void crop_to_chw(const unsigned char *rgb, int w, int x0, int y0,
-			int cw, int ch, int flip, float *out)
-{
-	int xs[SIDE];
-
-	for (int x = 0; x < SIDE; x++) {
-		int sx = x0 + (int)(((long)x * cw + cw / 2) / SIDE);
-		xs[flip ? SIDE - 1 - x : x] = sx;
-	}
-	for (int y = 0; y < SIDE; y++) {
-		int sy = y0 + (int)(((long)y * ch + ch / 2) / SIDE);
-		const unsigned char *row = rgb + (size_t)sy * w * 3;
-		for (int c = 0; c < 3; c++) {
-			float *dst = out + ((size_t)c * SIDE + y) * SIDE;
-			float scale = 1.0f / (255.0f * stdev[c]);
-			float shift = mean[c] / stdev[c];
-			for (int x = 0; x < SIDE; x++)
-				dst[x] = row[3 * xs[x] + c] * scale - shift;
-		}
-	}
-}
-
 static int pipe_getobs(void *ctx, size_t idx, void *obs)
 {
 	const struct pipeline *p = ctx;
-	unsigned char *jpeg = NULL, *rgb = NULL;
-	size_t len;
-	int w, h, sub, cs, rc;
-	tjhandle tj = NULL;
+	unsigned char *rgb;
+	int w, h;
 
-	rc = read_file(p->folder->paths[idx], &jpeg, &len);
+	if (eachobs_cancelled()) /* closing: skip the decode */
+		return -ECANCELED;
+	int rc = jpeg_read_rgb(p->folder->paths[idx], &rgb, &w, &h);
 	if (rc < 0)
-		goto out;
-	if (eachobs_cancelled()) { /* closing: skip the decode */
-		rc = -ECANCELED;
-		goto out;
-	}
-	rc = -EBADMSG;
-	tj = tjInitDecompress();
-	if (!tj || tjDecompressHeader3(tj, jpeg, len, &w, &h, &sub, &cs) < 0)
-		goto out;
-	rgb = malloc((size_t)w * h * 3);
-	if (!rgb) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	if (tjDecompress2(tj, jpeg, len, rgb, w, 0, h, TJPF_RGB,
-			  TJFLAG_FASTDCT) < 0)
-		goto out;
-
+		return rc;
 	/* Augmentation from (seed, epoch, idx) only: any thread, any executor. */
-	uint64_t s = eachobs_seed(p->seed, p->epoch, idx);
-	int x0, y0, cw, ch;
-	draw_crop(&s, w, h, &x0, &y0, &cw, &ch);
-	crop_to_chw(rgb, w, x0, y0, cw, ch, (int)(next_u64(&s) & 1), obs);
-	rc = 0;
-out:
-	if (tj)
-		tjDestroy(tj);
+	augment_to_chw(rgb, w, h, eachobs_seed(p->seed, p->epoch, idx), obs);
 	free(rgb);
-	free(jpeg);
-	return rc;
+	return 0;
 }
 
 /* ---- The consumer: a stand-in training step, checks, progress. ---- */
@@ -457,17 +132,6 @@ struct run {
 };
 
 /*
- * The workers a configuration starts when --threads is not given.
- * THREADED's consumer is one of the loaders (it decodes whenever no batch
- * is ready, like the primary thread of Julia's eachobsparallel), so with
- * a CPU-bound getobs it gets CPUs - 1 workers: CPUs workers and the
- * consumer put three decoders on two cores, which measured about 6% slower
- * on a quiet 2-core machine (docs/imagefolder.md).
- * BACKGROUND's consumer never decodes: the library's default, the CPUs
- * this process may use. Off-core, the workers get the CPUs the consumer
- * is not pinned to.
- */
-/*
  * The CPUs this process may run on: under taskset, numactl or a
  * launcher's binding, fewer than the machine has. nthreads = 0 counts
  * these too (and a cgroup CPU quota, when one is lower), so with
@@ -483,6 +147,17 @@ static unsigned usable_cpus(void)
 	return (unsigned)CPU_COUNT(&set);
 }
 
+/*
+ * The workers a configuration starts when --threads is not given.
+ * THREADED's consumer is one of the loaders (it decodes whenever no batch
+ * is ready, like the primary thread of Julia's eachobsparallel), so with
+ * a CPU-bound getobs it gets CPUs - 1 workers: CPUs workers and the
+ * consumer put three decoders on two cores, which measured about 6% slower
+ * on a quiet 2-core machine (docs/imagefolder.md).
+ * BACKGROUND's consumer never decodes: the library's default, the CPUs
+ * this process may use. Off-core, the workers get the CPUs the consumer
+ * is not pinned to.
+ */
 static unsigned config_threads(const struct config *cf, unsigned nthreads,
 			       unsigned cpus)
 {
@@ -536,19 +211,19 @@ static void check_batch(struct checks *ck, const eachobs_batch *b,
 			int first_config)
 {
 	for (size_t j = 0; j < b->count; j++) {
-		const float *x = (const float *)b->data + j * OBS_FLOATS;
+		const float *x = (const float *)b->data + j * IMAGE_FLOATS;
 		size_t idx = b->idx[j];
 		double s = 0;
 		if (ck->seen[idx]++)
 			ck->dup++;
-		for (size_t i = 0; i < OBS_FLOATS; i++) {
+		for (size_t i = 0; i < IMAGE_FLOATS; i++) {
 			if (isnan(x[i]))
 				ck->nan++;
 			s += x[i];
 			ck->sumsq += (double)x[i] * x[i];
 		}
 		ck->sum += s;
-		ck->nfloats += OBS_FLOATS;
+		ck->nfloats += IMAGE_FLOATS;
 		if (first_config)
 			ck->first_sum[idx] = s;
 		else if (ck->first_sum[idx] != s)
@@ -597,7 +272,7 @@ static int run_epoch(struct pipeline *p, const struct config *cf,
 	cpu_set_t saved;
 	int pinned = cf->offcore && pin_consumer(&saved, others, &nothers) == 0;
 	eachobs_dataset data = { p, pipe_numobs, pipe_getobs,
-				 OBS_FLOATS * sizeof(float) };
+				 IMAGE_FLOATS * sizeof(float) };
 	eachobs_options o = { .nthreads = nthreads, .executor = cf->executor,
 			      .batchsize = BATCH, .shuffle = true,
 			      .seed = p->seed, .epoch = p->epoch,
@@ -629,7 +304,7 @@ static int run_epoch(struct pipeline *p, const struct config *cf,
 			break;
 		}
 		/* Labels come from the indices: folder->labels[b.idx[j]]. */
-		step_sink += train_step(b.data, b.count * OBS_FLOATS, step_us);
+		step_sink += train_step(b.data, b.count * IMAGE_FLOATS, step_us);
 		step_sink += p->folder->labels[b.idx[0]];
 		if (ck)
 			check_batch(ck, &b, first_config);
@@ -699,14 +374,14 @@ static int run_alone(struct pipeline *p, unsigned epochs, double step_us,
 		     struct run *r)
 {
 	size_t n = p->folder->n;
-	float *batch = malloc((size_t)BATCH * OBS_FLOATS * sizeof *batch);
+	float *batch = malloc((size_t)BATCH * IMAGE_FLOATS * sizeof *batch);
 
 	snprintf(r->workers, sizeof r->workers, "-");
 	if (!batch)
 		return -1;
 	p->epoch = 0;
 	for (size_t j = 0; j < BATCH; j++)
-		if (pipe_getobs(p, j % n, batch + j * OBS_FLOATS) < 0) {
+		if (pipe_getobs(p, j % n, batch + j * IMAGE_FLOATS) < 0) {
 			free(batch);
 			return -1;
 		}
@@ -718,7 +393,7 @@ static int run_alone(struct pipeline *p, unsigned epochs, double step_us,
 				r->interrupted = 1;
 				break;
 			}
-			step_sink += train_step(batch, count * OBS_FLOATS,
+			step_sink += train_step(batch, count * IMAGE_FLOATS,
 						step_us);
 			step_sink += p->folder->labels[done];
 			r->images += count;
@@ -888,9 +563,10 @@ static int run_torch(const struct torch_args *a, double alone_rate)
 static int usage(int help)
 {
 	fprintf(help ? stdout : stderr,
-		"usage: example_imagefolder [FOLDER] [--dir D] [--images N] "
+		"usage: bench_imagefolder [FOLDER] [--dir D] [--images N] "
 		"[--epochs E] [--step-us U] [--threads T] [--seed S] "
-		"[--check] [--no-torch] [--torch-script PATH] [--python PY]\n");
+		"[--check] [--no-torch] [--torch-script PATH] [--python PY] "
+		"[--generate-only]\n");
 	if (help)
 		fputs("\nTimes a JPEG classification pipeline (decode, crop, "
 		      "flip, normalize,\nbatches of 32) under each executor, "
@@ -899,6 +575,8 @@ static int usage(int help)
 		      "N synthetic images (default 2000) are made once under D "
 		      "(default\n$XDG_CACHE_HOME/eachobs or ~/.cache/eachobs).\n"
 		      "\n"
+		      "  --generate-only  make the synthetic folder, print its "
+		      "path and exit\n"
 		      "  --epochs E   epochs per row (default 1)\n"
 		      "  --step-us U  the training step's cost per batch "
 		      "(default 2000)\n"
@@ -930,7 +608,7 @@ int main(int argc, char **argv)
 	unsigned epochs = 1, nthreads = 0;
 	double step_us = 2000;
 	unsigned long long seed = 2024;
-	int check = 0, torch = 1, status = 0;
+	int check = 0, torch = 1, generate_only = 0, status = 0;
 	char cache[2048], synth[3072];
 
 	for (int i = 1; i < argc; i++) {
@@ -941,6 +619,8 @@ int main(int argc, char **argv)
 			check = 1;
 		} else if (!strcmp(a, "--no-torch")) {
 			torch = 0;
+		} else if (!strcmp(a, "--generate-only")) {
+			generate_only = 1;
 		} else if (a[0] != '-' && !folder_arg) {
 			folder_arg = a;
 		} else if (!v) {
@@ -965,7 +645,7 @@ int main(int argc, char **argv)
 			return usage(0);
 		}
 	}
-	if (nimages == 0 || epochs == 0) {
+	if (nimages == 0 || epochs == 0 || (generate_only && folder_arg)) {
 		return usage(0);
 	}
 	if (!folder_arg) {
@@ -980,14 +660,18 @@ int main(int argc, char **argv)
 		}
 		snprintf(synth, sizeof synth, "%s/imagenette-synth-%zu", dir,
 			 nimages);
-		if (make_dirs(synth) < 0 || generate(synth, nimages) < 0)
+		if (jpeg_folder_generate(synth, nimages) < 0)
 			return 1;
 		folder_arg = synth;
 	}
+	if (generate_only) {
+		printf("%s\n", folder_arg);
+		return 0;
+	}
 
-	struct folder f;
-	if (folder_load(&f, folder_arg) < 0) {
-		folder_free(&f);
+	struct jpeg_folder f;
+	if (jpeg_folder_load(&f, folder_arg) < 0) {
+		jpeg_folder_free(&f);
 		return 1;
 	}
 	struct sigaction sa = { .sa_handler = on_sigint };
@@ -1062,6 +746,6 @@ int main(int argc, char **argv)
 	}
 	free(ck.seen);
 	free(ck.first_sum);
-	folder_free(&f);
+	jpeg_folder_free(&f);
 	return status;
 }
