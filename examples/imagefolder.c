@@ -1,66 +1,78 @@
 /*
- * An image-classification input pipeline: a folder of JPEGs, one
- * sub-folder per class, decoded with libturbojpeg, randomly cropped to
- * 224 x 224 and flipped, normalized to float32 CHW and written straight
- * into eachobs' batch buffers (32 images per batch, collated in place),
- * shuffled every epoch. A stand-in training step on the consumer thread
- * costs --step-us microseconds per batch and reads every float.
+ * Image classification input on eachobs: a folder of JPEGs, one
+ * sub-folder per class, decoded on worker threads into shuffled batches
+ * of 32 normalized 224 x 224 float images. What a PyTorch user writes as
+ * ImageFolder, RandomResizedCrop(224), RandomHorizontalFlip, Normalize
+ * and DataLoader(batch_size=32, shuffle=True):
  *
- * The same run is timed under four executors: SERIAL, THREADED,
- * BACKGROUND, and BACKGROUND with the workers kept off the consumer's core
- * (worker_cpus) or below its priority (worker_nice); first the training
- * step alone on one preloaded batch, the rate with no loader; last
- * PyTorch's DataLoader on the same folder (imagefolder_torch.py), when
- * /usr/bin/python3 has torch and PIL. docs/imagefolder.md says how to read
- * the report.
+ *   - getobs reads and decodes one JPEG, crops, flips and normalizes it,
+ *     and writes the floats straight into the image's place in the
+ *     batch: no copy after getobs;
+ *   - the crop and the flip are drawn from eachobs_seed(seed, epoch, idx),
+ *     so an image gets the same ones whichever thread loads it;
+ *   - the labels are not in the batch: the loop looks them up from the
+ *     batch's indices;
+ *   - the training thread never decodes (EACHOBS_BACKGROUND), and shows a
+ *     progress line on a terminal;
+ *   - Ctrl-C stops it within a batch, also while it waits for one.
  *
- *   example_imagefolder [FOLDER] [--dir D] [--images N] [--epochs E]
- *                       [--step-us U] [--threads T] [--seed S] [--check]
- *                       [--no-torch] [--torch-script PATH] [--python PY]
+ * jpeg_folder.c lists the folder, decodes and augments: nothing there is
+ * about eachobs. bench/imagefolder.c times this pipeline under every
+ * executor and beside PyTorch's DataLoader (docs/imagefolder.md).
  *
- * Without FOLDER, a synthetic folder of N images (default 2000, 10 classes)
- * is generated once under D (default $XDG_CACHE_HOME/eachobs, else
- * ~/.cache/eachobs). --check (for CI) also verifies that every image is
- * yielded exactly once per epoch, that the pixels are sane, and that every
- * executor produced the same augmented images; it exits 1 otherwise.
- * Ctrl-C stops the run, prints the partial results and exits 130.
+ *   example_imagefolder FOLDER [--epochs E] [--threads T] [--seed S]
  */
 #define _GNU_SOURCE
 #include <eachobs.h>
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <math.h>
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <turbojpeg.h>
 #include <unistd.h>
 
-#define SIDE 224
-#define OBS_FLOATS (3 * SIDE * SIDE)
-#define BATCH 32
-#define NCLASSES 10
+#include "jpeg_folder.h"
 
-static const float mean[3] = { 0.485f, 0.456f, 0.406f };
-static const float stdev[3] = { 0.229f, 0.224f, 0.225f };
+#define BATCH 32
+
+/* The dataset: the folder, and what this epoch augments with. */
+struct images {
+	const struct jpeg_folder *folder;
+	unsigned long long seed, epoch;
+};
+
+static size_t images_numobs(void *ctx)
+{
+	return ((const struct images *)ctx)->folder->n;
+}
+
+/* Runs on the worker threads, several at once: obs is image idx's place
+ * in a batch, IMAGE_FLOATS floats. A negative errno fails the epoch. */
+static int images_getobs(void *ctx, size_t idx, void *obs)
+{
+	const struct images *im = ctx;
+	unsigned char *rgb;
+	int w, h;
+
+	if (eachobs_cancelled()) /* closing (Ctrl-C): skip the decode */
+		return -ECANCELED;
+	int rc = jpeg_read_rgb(im->folder->paths[idx], &rgb, &w, &h);
+	if (rc < 0)
+		return rc;
+	/* Augmentation from (seed, epoch, idx) only: any thread, any order. */
+	augment_to_chw(rgb, w, h, eachobs_seed(im->seed, im->epoch, idx), obs);
+	free(rgb);
+	return 0;
+}
 
 /*
- * Set by the SIGINT handler, read by the consumer loop. A lock-free atomic
- * is safe to store from a signal handler (C11 7.14.1.1). The handler also
- * interrupts the running iterator, whose consumer may be asleep waiting
- * for a batch: eachobs_interrupt is async-signal-safe, and the loop clears
- * `running` before it closes the iterator.
+ * Ctrl-C: the handler sets `interrupted` for the loop between epochs and
+ * interrupts the running iterator, whose loop may be asleep waiting for a
+ * batch (eachobs_interrupt is async-signal-safe; eachobs_close is not).
+ * The loop clears `running` before it closes the iterator.
  */
 static atomic_int interrupted;
 static eachobs_iter *_Atomic running;
@@ -74,20 +86,6 @@ static void on_sigint(int sig)
 		eachobs_interrupt(it);
 }
 
-/* splitmix64: a small generator seeded from eachobs_seed(). */
-static uint64_t next_u64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static double uniform(uint64_t *s, double lo, double hi)
-{
-	return lo + (hi - lo) * (double)(next_u64(s) >> 11) * 0x1p-53;
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -95,467 +93,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static double cpu_s(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
-/* mkdir -p; 0 or -1. */
-static int make_dirs(const char *path)
-{
-	char buf[4096];
-	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-		return -1;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
-/* ---- The synthetic dataset: generated once, then reused. ---- */
-
-/* Image i: a class-tinted gradient, a few shapes and noise. */
-static void draw_image(unsigned char *rgb, int w, int h, size_t i)
-{
-	uint64_t s = eachobs_seed(7, 0, i);
-	int cls = (int)(i % NCLASSES);
-	int cx[3], cy[3], r[3];
-	unsigned char col[3][3];
-
-	for (int k = 0; k < 3; k++) {
-		cx[k] = (int)(next_u64(&s) % (uint64_t)w);
-		cy[k] = (int)(next_u64(&s) % (uint64_t)h);
-		r[k] = 20 + (int)(next_u64(&s) % 100);
-		for (int c = 0; c < 3; c++)
-			col[k][c] = (unsigned char)next_u64(&s);
-	}
-	for (int y = 0; y < h; y++) {
-		for (int x = 0; x < w; x++) {
-			unsigned char *p = rgb + 3 * ((size_t)y * w + x);
-			int noise = (int)(next_u64(&s) & 31) - 16;
-			p[0] = (unsigned char)(x * 255 / w * (cls + 1) / 11);
-			p[1] = (unsigned char)(y * 255 / h);
-			p[2] = (unsigned char)(cls * 25);
-			for (int k = 0; k < 3; k++) {
-				int dx = x - cx[k], dy = y - cy[k];
-				if (dx * dx + dy * dy < r[k] * r[k])
-					memcpy(p, col[k], 3);
-			}
-			for (int c = 0; c < 3; c++) {
-				int v = p[c] + noise;
-				p[c] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
-			}
-		}
-	}
-}
-
-static int write_file(const char *path, const void *buf, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f)
-		return -1;
-	size_t done = fwrite(buf, 1, len, f);
-	return fclose(f) == 0 && done == len ? 0 : -1;
-}
-
-/* Generate nimages JPEGs into dir/cNN/ unless dir/.complete exists. */
-static int generate(const char *dir, size_t nimages)
-{
-	char path[4096];
-	struct stat st;
-	int maxw = 320 + 160, rc = -1, tty = isatty(STDERR_FILENO);
-
-	snprintf(path, sizeof path, "%s/.complete", dir);
-	if (stat(path, &st) == 0)
-		return 0;
-	fprintf(stderr, "generating %zu images in %s ...\n", nimages, dir);
-	tjhandle tj = tjInitCompress();
-	unsigned char *rgb = malloc((size_t)maxw * maxw * 3);
-	if (!tj || !rgb)
-		goto out;
-	for (size_t i = 0; i < nimages; i++) {
-		/* Shorter side 320, the other 320..479, either way round. */
-		int other = 320 + (int)(eachobs_seed(8, 0, i) % 160);
-		int w = i % 3 ? other : 320, h = i % 3 ? 320 : other;
-		unsigned char *jpeg = NULL;
-		unsigned long len = 0;
-
-		if (tty && i % 50 == 0) /* a count on a terminal */
-			fprintf(stderr, "\r%zu/%zu", i, nimages);
-		snprintf(path, sizeof path, "%s/c%02zu", dir, i % NCLASSES);
-		if (make_dirs(path) < 0)
-			goto out;
-		draw_image(rgb, w, h, i);
-		if (tjCompress2(tj, rgb, w, 0, h, TJPF_RGB, &jpeg, &len,
-				TJSAMP_420, 85, TJFLAG_FASTDCT) < 0) {
-			fprintf(stderr, "tjCompress2: %s\n", tjGetErrorStr2(tj));
-			goto out;
-		}
-		snprintf(path, sizeof path, "%s/c%02zu/img%06zu.jpg", dir,
-			 i % NCLASSES, i);
-		int wrc = write_file(path, jpeg, len);
-		tjFree(jpeg);
-		if (wrc < 0)
-			goto out;
-	}
-	snprintf(path, sizeof path, "%s/.complete", dir);
-	rc = write_file(path, "", 0);
-out:
-	if (tty)
-		fprintf(stderr, "\r%60s\r", "");
-	if (rc < 0)
-		fprintf(stderr, "cannot generate %s\n", dir);
-	free(rgb);
-	if (tj)
-		tjDestroy(tj);
-	return rc;
-}
-
-/* ---- Listing the folder: sorted classes, sorted files. ---- */
-
-struct folder {
-	char **paths;
-	int *labels;
-	size_t n, cap;
-	int nclasses;
-};
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int is_jpeg(const char *name)
-{
-	const char *dot = strrchr(name, '.');
-	return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
-}
-
-/* Sorted names in dir (sub-folders or JPEGs); NULL-terminated. */
-static char **list_dir(const char *dir, int want_dirs, size_t *count)
-{
-	DIR *d = opendir(dir);
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *e;
-
-	if (!d)
-		return NULL;
-	while ((e = readdir(d))) {
-		char path[4096];
-		struct stat st;
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-		if (stat(path, &st) < 0 ||
-		    (want_dirs ? !S_ISDIR(st.st_mode) :
-				 !S_ISREG(st.st_mode) || !is_jpeg(e->d_name)))
-			continue;
-		if (n + 1 >= cap) {
-			cap = cap ? 2 * cap : 64;
-			char **grown = realloc(names, cap * sizeof *names);
-			if (!grown)
-				break;
-			names = grown;
-		}
-		names[n++] = strdup(path);
-	}
-	closedir(d);
-	if (names)
-		qsort(names, n, sizeof *names, cmp_str);
-	*count = n;
-	return names;
-}
-
-static void folder_free(struct folder *f)
-{
-	for (size_t i = 0; i < f->n; i++)
-		free(f->paths[i]);
-	free(f->paths);
-	free(f->labels);
-}
-
-static int folder_load(struct folder *f, const char *dir)
-{
-	size_t ncls = 0;
-	char **cls = list_dir(dir, 1, &ncls);
-
-	memset(f, 0, sizeof *f);
-	for (size_t c = 0; cls && c < ncls; c++) {
-		size_t nf = 0;
-		char **files = list_dir(cls[c], 0, &nf);
-		for (size_t i = 0; files && i < nf; i++) {
-			if (f->n == f->cap) {
-				f->cap = f->cap ? 2 * f->cap : 1024;
-				f->paths = realloc(f->paths,
-						   f->cap * sizeof *f->paths);
-				f->labels = realloc(f->labels,
-						    f->cap * sizeof *f->labels);
-				if (!f->paths || !f->labels)
-					abort(); /* an example: no recovery */
-			}
-			f->paths[f->n] = files[i];
-			f->labels[f->n++] = (int)c;
-		}
-		free(files);
-		free(cls[c]);
-	}
-	f->nclasses = (int)ncls;
-	free(cls);
-	if (f->n == 0) {
-		fprintf(stderr, "%s: no class folders with JPEGs\n", dir);
-		return -1;
-	}
-	return 0;
-}
-
-/* ---- getobs: read, decode, crop, flip, normalize into the slot. ---- */
-
-struct pipeline {
-	const struct folder *folder;
-	unsigned long long seed, epoch;
-};
-
-static size_t pipe_numobs(void *ctx)
-{
-	return ((const struct pipeline *)ctx)->folder->n;
-}
-
-static int read_file(const char *path, unsigned char **buf, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	long size;
-
-	if (!f)
-		return -errno;
-	if (fseek(f, 0, SEEK_END) < 0 || (size = ftell(f)) < 0 ||
-	    fseek(f, 0, SEEK_SET) < 0) {
-		fclose(f);
-		return -EIO;
-	}
-	*buf = malloc((size_t)size + 1);
-	*len = *buf ? fread(*buf, 1, (size_t)size, f) : 0;
-	fclose(f);
-	if (!*buf)
-		return -ENOMEM;
-	return *len == (size_t)size ? 0 : -EIO;
-}
-
-/*
- * A random-resized crop, as torchvision's RandomResizedCrop draws it:
- * area 8..100% of the image, aspect ratio 3/4..4/3 (log-uniform), ten
- * tries, then the central square.
- */
-static void draw_crop(uint64_t *s, int w, int h, int *x0, int *y0, int *cw,
-		      int *ch)
-{
-	for (int t = 0; t < 10; t++) {
-		double area = (double)w * h * uniform(s, 0.08, 1.0);
-		double ratio = exp(uniform(s, log(3.0 / 4), log(4.0 / 3)));
-		int tw = (int)lround(sqrt(area * ratio));
-		int th = (int)lround(sqrt(area / ratio));
-		if (tw > 0 && th > 0 && tw <= w && th <= h) {
-			*cw = tw;
-			*ch = th;
-			*x0 = (int)(next_u64(s) % (uint64_t)(w - tw + 1));
-			*y0 = (int)(next_u64(s) % (uint64_t)(h - th + 1));
-			return;
-		}
-	}
-	*cw = *ch = w < h ? w : h;
-	*x0 = (w - *cw) / 2;
-	*y0 = (h - *ch) / 2;
-}
-
-/* Nearest-neighbour resize of the crop into float CHW, normalized. */
-static void crop_to_chw(const unsigned char *rgb, int w, int x0, int y0,
-			int cw, int ch, int flip, float *out)
-{
-	int xs[SIDE];
-
-	for (int x = 0; x < SIDE; x++) {
-		int sx = x0 + (int)(((long)x * cw + cw / 2) / SIDE);
-		xs[flip ? SIDE - 1 - x : x] = sx;
-	}
-	for (int y = 0; y < SIDE; y++) {
-		int sy = y0 + (int)(((long)y * ch + ch / 2) / SIDE);
-		const unsigned char *row = rgb + (size_t)sy * w * 3;
-		for (int c = 0; c < 3; c++) {
-			float *dst = out + ((size_t)c * SIDE + y) * SIDE;
-			float scale = 1.0f / (255.0f * stdev[c]);
-			float shift = mean[c] / stdev[c];
-			for (int x = 0; x < SIDE; x++)
-				dst[x] = row[3 * xs[x] + c] * scale - shift;
-		}
-	}
-}
-
-static int pipe_getobs(void *ctx, size_t idx, void *obs)
-{
-	const struct pipeline *p = ctx;
-	unsigned char *jpeg = NULL, *rgb = NULL;
-	size_t len;
-	int w, h, sub, cs, rc;
-	tjhandle tj = NULL;
-
-	rc = read_file(p->folder->paths[idx], &jpeg, &len);
-	if (rc < 0)
-		goto out;
-	if (eachobs_cancelled()) { /* closing: skip the decode */
-		rc = -ECANCELED;
-		goto out;
-	}
-	rc = -EBADMSG;
-	tj = tjInitDecompress();
-	if (!tj || tjDecompressHeader3(tj, jpeg, len, &w, &h, &sub, &cs) < 0)
-		goto out;
-	rgb = malloc((size_t)w * h * 3);
-	if (!rgb) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	if (tjDecompress2(tj, jpeg, len, rgb, w, 0, h, TJPF_RGB,
-			  TJFLAG_FASTDCT) < 0)
-		goto out;
-
-	/* Augmentation from (seed, epoch, idx) only: any thread, any executor. */
-	uint64_t s = eachobs_seed(p->seed, p->epoch, idx);
-	int x0, y0, cw, ch;
-	draw_crop(&s, w, h, &x0, &y0, &cw, &ch);
-	crop_to_chw(rgb, w, x0, y0, cw, ch, (int)(next_u64(&s) & 1), obs);
-	rc = 0;
-out:
-	if (tj)
-		tjDestroy(tj);
-	free(rgb);
-	free(jpeg);
-	return rc;
-}
-
-/* ---- The consumer: a stand-in training step, checks, progress. ---- */
-
-struct config {
-	const char *name;
-	eachobs_executor executor;
-	int offcore; /* pin the consumer, workers on the other CPUs */
-	int nice;
-};
-
-struct run {
-	size_t images, epochs_done;
-	double wall, cpu, wait, epoch_s;
-	int interrupted, failed;
-	char workers[16]; /* the report's column: who loads */
-};
-
-/*
- * The workers a configuration starts when --threads is not given.
- * THREADED's consumer is one of the loaders (it decodes whenever no batch
- * is ready, like the primary thread of Julia's eachobsparallel), so with
- * a CPU-bound getobs it gets CPUs - 1 workers: CPUs workers and the
- * consumer put three decoders on two cores, which measured about 6% slower
- * on a quiet 2-core machine (docs/imagefolder.md).
- * BACKGROUND's consumer never decodes: the library's default, the CPUs
- * this process may use. Off-core, the workers get the CPUs the consumer
- * is not pinned to.
- */
-/*
- * The CPUs this process may run on: under taskset, numactl or a
- * launcher's binding, fewer than the machine has. nthreads = 0 counts
- * these too (and a cgroup CPU quota, when one is lower), so with
- * BACKGROUND the count only matters for the report and the PyTorch row;
- * THREADED's CPUs - 1 needs it.
- */
-static unsigned usable_cpus(void)
-{
-	cpu_set_t set;
-
-	if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 1)
-		return 1;
-	return (unsigned)CPU_COUNT(&set);
-}
-
-static unsigned config_threads(const struct config *cf, unsigned nthreads,
-			       unsigned cpus)
-{
-	if (nthreads)
-		return nthreads;
-	if (cf->executor == EACHOBS_SERIAL)
-		return 0;
-	if (cf->executor == EACHOBS_THREADED || cf->offcore)
-		return cpus > 1 ? cpus - 1 : 1;
-	return cpus;
-}
-
-struct checks {
-	unsigned char *seen;  /* times each idx was yielded this epoch */
-	double *first_sum;    /* per idx, sum of its floats, first config */
-	int have_first;
-	double sum, sumsq;
-	size_t nfloats, nan, dup, mismatch;
-};
-
-/* Where the stand-in step leaves its result, so that no compiler drops it. */
-static double step_sink;
-
-/* CPU time of the calling thread, in seconds. */
-static double thread_cpu_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/*
- * Touch every float, then burn the rest of step_us of this thread's CPU
- * time. CPU time, not wall time: like a real step's arithmetic, it takes
- * longer when a loader thread takes the core from it. A step that waited
- * for the wall clock would end on time however little CPU it got, and
- * hide exactly the competition for cores that off-core workers avoid.
- */
-static double train_step(const float *x, size_t n, double step_us)
-{
-	double t0 = thread_cpu_s(), acc = 0;
-
-	for (size_t i = 0; i < n; i++)
-		acc += x[i];
-	while ((thread_cpu_s() - t0) * 1e6 < step_us)
-		acc += 1e-9;
-	return acc;
-}
-
-static void check_batch(struct checks *ck, const eachobs_batch *b,
-			int first_config)
-{
-	for (size_t j = 0; j < b->count; j++) {
-		const float *x = (const float *)b->data + j * OBS_FLOATS;
-		size_t idx = b->idx[j];
-		double s = 0;
-		if (ck->seen[idx]++)
-			ck->dup++;
-		for (size_t i = 0; i < OBS_FLOATS; i++) {
-			if (isnan(x[i]))
-				ck->nan++;
-			s += x[i];
-			ck->sumsq += (double)x[i] * x[i];
-		}
-		ck->sum += s;
-		ck->nfloats += OBS_FLOATS;
-		if (first_config)
-			ck->first_sum[idx] = s;
-		else if (ck->first_sum[idx] != s)
-			ck->mismatch++;
-	}
-}
-
+/* The progress line on stderr: images so far, rate, time left. */
 static void progress(const char *name, size_t done, size_t total, double t0)
 {
 	double el = now_s() - t0, rate = el > 0 ? done / el : 0;
@@ -564,504 +102,138 @@ static void progress(const char *name, size_t done, size_t total, double t0)
 		done, total, rate, eta);
 }
 
-/* Pin the calling thread to one CPU; fill others with the rest. */
-static int pin_consumer(cpu_set_t *saved, unsigned *others, unsigned *nothers)
+/* A stand-in for the training step, which would hand the model x, count
+ * images of IMAGE_FLOATS floats, and y, their classes: it reads every
+ * value and returns their mean. */
+static double train_step(const float *x, const int *y, size_t count)
 {
-	cpu_set_t one;
-	int mine = -1;
+	double sum = 0;
 
-	if (pthread_getaffinity_np(pthread_self(), sizeof *saved, saved))
-		return -1;
-	*nothers = 0;
-	for (unsigned c = 0; c < CPU_SETSIZE && c < EACHOBS_MAX_CPU; c++) {
-		if (!CPU_ISSET(c, saved))
-			continue;
-		if (mine < 0)
-			mine = (int)c;
-		else
-			others[(*nothers)++] = c;
-	}
-	if (mine < 0 || *nothers == 0)
-		return -1;
-	CPU_ZERO(&one);
-	CPU_SET(mine, &one);
-	return pthread_setaffinity_np(pthread_self(), sizeof one, &one) ? -1 : 0;
+	(void)y;
+	for (size_t i = 0; i < count * IMAGE_FLOATS; i++)
+		sum += x[i];
+	return sum / ((double)count * IMAGE_FLOATS);
 }
 
-static int run_epoch(struct pipeline *p, const struct config *cf,
-		     unsigned nthreads, double step_us, struct checks *ck,
-		     int first_config, struct run *r, size_t epoch_total,
-		     double t_start)
+/* One epoch: 0, 1 on an error, 130 after Ctrl-C. */
+static int train_epoch(struct images *im, unsigned nthreads)
 {
-	unsigned others[EACHOBS_MAX_CPU], nothers = 0;
-	cpu_set_t saved;
-	int pinned = cf->offcore && pin_consumer(&saved, others, &nothers) == 0;
-	eachobs_dataset data = { p, pipe_numobs, pipe_getobs,
-				 OBS_FLOATS * sizeof(float) };
-	eachobs_options o = { .nthreads = nthreads, .executor = cf->executor,
+	eachobs_dataset data = { im, images_numobs, images_getobs,
+				 IMAGE_FLOATS * sizeof(float) };
+	eachobs_options o = { .executor = EACHOBS_BACKGROUND,
+			      .nthreads = nthreads, /* 0: one per CPU */
 			      .batchsize = BATCH, .shuffle = true,
-			      .seed = p->seed, .epoch = p->epoch,
-			      .worker_nice = cf->nice,
-			      .worker_cpus = pinned ? others : NULL,
-			      .nworker_cpus = pinned ? nothers : 0 };
+			      .seed = im->seed, .epoch = im->epoch };
+	size_t done = 0, total = im->folder->n;
+	double t0 = now_s(), shown = 0, mean = 0;
 	int tty = isatty(STDERR_FILENO);
-	double last = 0;
+	char name[32];
 	eachobs_iter *it;
 	eachobs_batch b;
-	eachobs_stats st;
 
-	if (cf->offcore && !pinned) {
-		fprintf(stderr, "%s: needs 2 CPUs to pin, skipped\n", cf->name);
-		return 1;
-	}
+	snprintf(name, sizeof name, "epoch %llu", im->epoch + 1);
 	int rc = eachobs_parallel(&it, &data, &o);
 	if (rc < 0) {
-		fprintf(stderr, "%s: %s\n", cf->name, eachobs_strerror(rc));
-		goto unpin;
-	}
-	if (ck)
-		memset(ck->seen, 0, p->folder->n);
-	atomic_store(&running, it);
-	while ((rc = eachobs_next_batch(it, &b)) == 1 || rc == -EINTR) {
-		if (atomic_load(&interrupted)) {
-			r->interrupted = 1; /* Ctrl-C: stop mid-epoch */
-			rc = 0;
-			break;
-		}
-		/* Labels come from the indices: folder->labels[b.idx[j]]. */
-		step_sink += train_step(b.data, b.count * OBS_FLOATS, step_us);
-		step_sink += p->folder->labels[b.idx[0]];
-		if (ck)
-			check_batch(ck, &b, first_config);
-		r->images += b.count;
-		if (tty && now_s() - last > 0.1) {
-			last = now_s();
-			progress(cf->name, r->images, epoch_total, t_start);
-		}
-	}
-	atomic_store(&running, NULL);
-	eachobs_get_stats(it, &st);
-	r->wait += (double)st.consumer_wait_ns * 1e-9;
-	eachobs_close(it);
-	if (rc < 0) {
-		fprintf(stderr, "%s: %s\n", cf->name, eachobs_strerror(rc));
-		goto unpin;
-	}
-	if (r->interrupted) {
-		rc = 0;
-		goto unpin;
-	}
-	r->epochs_done++;
-	if (ck)
-		for (size_t i = 0; i < p->folder->n; i++)
-			if (ck->seen[i] != 1)
-				ck->dup++; /* missed or repeated */
-unpin:
-	if (pinned)
-		pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
-	return rc < 0 ? -1 : 0;
-}
-
-static void report_header(void)
-{
-	printf("%-18s %7s %6s %8s %8s %7s %8s %8s\n", "config", "workers",
-	       "images", "img/s", "cpu", "wait", "s/epoch", "vs alone");
-}
-
-/*
- * One row. vs alone: this row's img/s over the training step's alone
- * (alone_rate 0: not measured, or a free step, where the ratio would
- * compare decoding against summing floats and mean nothing).
- */
-static void report(const char *name, const struct run *r, double alone_rate)
-{
-	double rate = r->wall > 0 ? r->images / r->wall : 0;
-	char vs[16] = "-";
-
-	if (alone_rate > 0)
-		snprintf(vs, sizeof vs, "%.2f", rate / alone_rate);
-	printf("%-18s %7s %6zu %8.1f %7.0f%% %6.1f%% %8.2f %8s%s\n", name,
-	       r->workers, r->images, rate,
-	       r->wall > 0 ? 100 * r->cpu / r->wall : 0,
-	       r->wall > 0 ? 100 * r->wait / r->wall : 0,
-	       r->epochs_done ? r->epoch_s : r->wall, vs,
-	       r->interrupted ? "  (interrupted)" : "");
-	fflush(stdout);
-}
-
-/*
- * The baseline: the training step alone, over one batch decoded up front,
- * as many times and with as many images as an epoch has batches. Its
- * img/s is the most any loader can deliver to this step; 0 on success,
- * 1 when interrupted.
- */
-static int run_alone(struct pipeline *p, unsigned epochs, double step_us,
-		     struct run *r)
-{
-	size_t n = p->folder->n;
-	float *batch = malloc((size_t)BATCH * OBS_FLOATS * sizeof *batch);
-
-	snprintf(r->workers, sizeof r->workers, "-");
-	if (!batch)
-		return -1;
-	p->epoch = 0;
-	for (size_t j = 0; j < BATCH; j++)
-		if (pipe_getobs(p, j % n, batch + j * OBS_FLOATS) < 0) {
-			free(batch);
-			return -1;
-		}
-	double t0 = now_s(), c0 = cpu_s();
-	for (unsigned e = 0; e < epochs && !r->interrupted; e++) {
-		for (size_t done = 0; done < n; done += BATCH) {
-			size_t count = n - done < BATCH ? n - done : BATCH;
-			if (atomic_load(&interrupted)) {
-				r->interrupted = 1;
-				break;
-			}
-			step_sink += train_step(batch, count * OBS_FLOATS,
-						step_us);
-			step_sink += p->folder->labels[done];
-			r->images += count;
-		}
-		r->epochs_done += !r->interrupted;
-	}
-	r->wall = now_s() - t0;
-	r->cpu = cpu_s() - c0;
-	r->epoch_s = r->epochs_done ? r->wall / r->epochs_done : 0;
-	free(batch);
-	return r->interrupted;
-}
-
-static int run_config(struct pipeline *p, const struct config *cf,
-		      unsigned nthreads, unsigned epochs, double step_us,
-		      struct checks *ck, int first_config, double alone_rate)
-{
-	struct run r = { 0 };
-	double t0 = now_s(), c0 = cpu_s();
-	size_t total = (size_t)epochs * p->folder->n;
-	int rc = 0;
-
-	if (cf->executor == EACHOBS_SERIAL)
-		snprintf(r.workers, sizeof r.workers, "0");
-	else
-		snprintf(r.workers, sizeof r.workers, "%u%s", nthreads,
-			 cf->executor == EACHOBS_THREADED ? "+c" : "");
-	for (unsigned e = 0; e < epochs && !r.interrupted; e++) {
-		p->epoch = e;
-		rc = run_epoch(p, cf, nthreads, step_us, ck,
-			       first_config && e == 0, &r, total, t0);
-		if (rc)
-			break;
-	}
-	r.wall = now_s() - t0;
-	r.cpu = cpu_s() - c0;
-	r.epoch_s = r.epochs_done ? r.wall / r.epochs_done : 0;
-	if (isatty(STDERR_FILENO))
-		fprintf(stderr, "\r%60s\r", "");
-	if (rc == 1)
-		return 0; /* skipped */
-	report(cf->name, &r, alone_rate);
-	/* A Ctrl-C after the last batch still ends the run here. */
-	return rc < 0 ? -1 : r.interrupted || atomic_load(&interrupted);
-}
-
-/* ---- The PyTorch peer: imagefolder_torch.py, a row in the same table. ---- */
-
-/*
- * Start argv[0] with its stdout on a pipe (*out), or with stdout and
- * stderr on /dev/null when out is NULL. The child only execs: no lock
- * another thread held at fork can matter to it.
- */
-static pid_t spawn(char *const argv[], int *out)
-{
-	int fds[2] = { -1, -1 };
-
-	if (out && pipe(fds) < 0)
-		return -1;
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		int fd = out ? fds[1] : open("/dev/null", O_WRONLY);
-		if (fd >= 0) {
-			dup2(fd, STDOUT_FILENO);
-			if (!out)
-				dup2(fd, STDERR_FILENO);
-		}
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	if (out) {
-		close(fds[1]);
-		if (pid < 0)
-			close(fds[0]);
-		else
-			*out = fds[0];
-	}
-	return pid;
-}
-
-static int wait_ok(pid_t pid)
-{
-	int wst;
-
-	while (waitpid(pid, &wst, 0) < 0)
-		if (errno != EINTR)
-			return 0;
-	return WIFEXITED(wst) && WEXITSTATUS(wst) == 0;
-}
-
-struct torch_args {
-	const char *python, *script, *folder;
-	unsigned epochs, workers;
-	double step_us;
-	unsigned long long seed;
-};
-
-/*
- * Run PyTorch's DataLoader on the same folder, epochs, step and seed, and
- * print its row from the totals the script reports ("raw images=..."):
- * the same columns, computed the same way. Skipped, with one line saying
- * why, when the script is unknown or python lacks torch or PIL.
- */
-static int run_torch(const struct torch_args *a, double alone_rate)
-{
-	char ep[32], st[32], sd[32], wk[32], line[512];
-	char *probe[] = { (char *)a->python, "-c", "import torch, PIL", NULL };
-	struct run r = { 0 };
-	unsigned long images = 0, epochs = 0;
-	int fd, parsed = 0;
-
-	if (!a->script) {
-		printf("# torch: skipped, no --torch-script given\n");
-		return 0;
-	}
-	pid_t pid = spawn(probe, NULL);
-	if (pid < 0 || !wait_ok(pid)) {
-		printf("# torch: skipped, %s cannot import torch and PIL "
-		       "(apt-get install python3-torch python3-pil)\n",
-		       a->python);
-		return 0;
-	}
-	snprintf(ep, sizeof ep, "%u", a->epochs);
-	snprintf(st, sizeof st, "%.0f", a->step_us);
-	snprintf(sd, sizeof sd, "%llu", a->seed);
-	snprintf(wk, sizeof wk, "%u", a->workers);
-	/* It runs for as long as the rows above, saying nothing. */
-	if (isatty(STDERR_FILENO))
-		fputs("\rtorch-dataloader   running ...", stderr);
-	char *argv[] = { (char *)a->python, (char *)a->script,
-			 (char *)a->folder, "--epochs", ep, "--step-us", st,
-			 "--seed", sd, "--workers", wk, "--raw", NULL };
-	pid = spawn(argv, &fd);
-	if (pid < 0) {
-		perror("torch: fork");
-		return -1;
-	}
-	FILE *f = fdopen(fd, "r");
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "raw images=%lu wall=%lf cpu=%lf wait=%lf "
-			   "epochs=%lu", &images, &r.wall, &r.cpu, &r.wait,
-			   &epochs) == 5)
-			parsed = 1;
-	if (f)
-		fclose(f);
-	else
-		close(fd);
-	int ok = wait_ok(pid) && parsed;
-	if (isatty(STDERR_FILENO))
-		fprintf(stderr, "\r%60s\r", "");
-	if (atomic_load(&interrupted))
+		fprintf(stderr, "%s\n", eachobs_last_error());
 		return 1;
-	if (!ok) {
-		fprintf(stderr, "torch: %s failed\n", a->script);
-		return -1;
 	}
-	r.images = images;
-	r.epochs_done = epochs;
-	r.epoch_s = epochs ? r.wall / epochs : 0;
-	snprintf(r.workers, sizeof r.workers, "%u proc", a->workers);
-	report("torch-dataloader", &r, alone_rate);
+	atomic_store(&running, it);
+	while ((rc = eachobs_next_batch(it, &b)) == 1) {
+		int y[BATCH]; /* the labels, from the batch's indices */
+		for (size_t j = 0; j < b.count; j++)
+			y[j] = im->folder->labels[b.idx[j]];
+		mean += train_step(b.data, y, b.count) * b.count / total;
+		done += b.count;
+		if (tty && now_s() - shown > 0.1) {
+			shown = now_s();
+			progress(name, done, total, t0);
+		}
+	}
+	if (tty)
+		fprintf(stderr, "\r%60s\r", ""); /* clear the progress line */
+	if (rc < 0 && rc != -EINTR)
+		fprintf(stderr, "%s: %s\n", name, eachobs_last_error());
+	atomic_store(&running, NULL);
+	eachobs_close(it); /* prompt: no new getobs starts */
+	if (rc == -EINTR) {
+		fprintf(stderr, "%s: interrupted after %zu images\n", name, done);
+		return 130;
+	}
+	if (rc < 0)
+		return 1;
+	printf("%s: %zu images in %.2f s, mean value %+.3f\n", name, done,
+	       now_s() - t0, mean);
 	return 0;
 }
 
-/* One line on stderr for a bad command line; more for --help. */
 static int usage(int help)
 {
-	fprintf(help ? stdout : stderr,
-		"usage: example_imagefolder [FOLDER] [--dir D] [--images N] "
-		"[--epochs E] [--step-us U] [--threads T] [--seed S] "
-		"[--check] [--no-torch] [--torch-script PATH] [--python PY]\n");
+	fprintf(help ? stdout : stderr, "usage: example_imagefolder FOLDER "
+		"[--epochs E] [--threads T] [--seed S]\n");
 	if (help)
-		fputs("\nTimes a JPEG classification pipeline (decode, crop, "
-		      "flip, normalize,\nbatches of 32) under each executor, "
-		      "beside the training step alone\nand PyTorch's "
-		      "DataLoader. Without FOLDER (one sub-folder per class),\n"
-		      "N synthetic images (default 2000) are made once under D "
-		      "(default\n$XDG_CACHE_HOME/eachobs or ~/.cache/eachobs).\n"
-		      "\n"
-		      "  --epochs E   epochs per row (default 1)\n"
-		      "  --step-us U  the training step's cost per batch "
-		      "(default 2000)\n"
-		      "  --threads T  workers of every row (default: the CPUs, "
-		      "minus one where\n"
-		      "               the consumer needs a core)\n"
-		      "  --seed S     the shuffle's and the augmentation's seed "
-		      "(default 2024)\n"
-		      "  --check      also check every image and executor "
-		      "(exits 1 otherwise)\n"
-		      "  --no-torch, --torch-script PATH, --python PY\n"
-		      "               the PyTorch row: skip it, or how to run "
-		      "it\n"
-		      "Ctrl-C stops and prints the partial results "
-		      "(exit status 130).\n",
-		      stdout);
+		puts("\nTrains a stand-in step on FOLDER/CLASS/*.jpg, shuffled "
+		     "batches of 32\nrandomly cropped and flipped 224 x 224 "
+		     "images; --epochs (default 1),\n--threads (default: one "
+		     "per CPU), --seed (default 2024). Ctrl-C stops it\n"
+		     "(exit status 130).");
 	return help ? 0 : 2;
+}
+
+/* A whole number, or -1 for anything else. */
+static long long whole_number(const char *arg)
+{
+	char *end;
+	long long v = strtoll(arg, &end, 10);
+
+	return *arg && !*end && v >= 0 ? v : -1;
 }
 
 int main(int argc, char **argv)
 {
-	const char *folder_arg = NULL, *dir = NULL, *python = "/usr/bin/python3";
-#ifdef IMAGEFOLDER_TORCH_SCRIPT
-	const char *torch_script = IMAGEFOLDER_TORCH_SCRIPT; /* from meson */
-#else
-	const char *torch_script = NULL;
-#endif
-	size_t nimages = 2000;
-	unsigned epochs = 1, nthreads = 0;
-	double step_us = 2000;
-	unsigned long long seed = 2024;
-	int check = 0, torch = 1, status = 0;
-	char cache[2048], synth[3072];
+	const char *dir = NULL;
+	long long epochs = 1, nthreads = 0, seed = 2024;
+	int status = 0;
 
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			return usage(1);
-		} else if (!strcmp(a, "--check")) {
-			check = 1;
-		} else if (!strcmp(a, "--no-torch")) {
-			torch = 0;
-		} else if (a[0] != '-' && !folder_arg) {
-			folder_arg = a;
-		} else if (!v) {
-			return usage(0);
-		} else if (!strcmp(a, "--dir")) {
-			dir = v, i++;
-		} else if (!strcmp(a, "--images")) {
-			nimages = strtoull(v, NULL, 10), i++;
-		} else if (!strcmp(a, "--epochs")) {
-			epochs = (unsigned)strtoul(v, NULL, 10), i++;
-		} else if (!strcmp(a, "--step-us")) {
-			step_us = strtod(v, NULL), i++;
-		} else if (!strcmp(a, "--threads")) {
-			nthreads = (unsigned)strtoul(v, NULL, 10), i++;
-		} else if (!strcmp(a, "--seed")) {
-			seed = strtoull(v, NULL, 10), i++;
-		} else if (!strcmp(a, "--torch-script")) {
-			torch_script = v, i++;
-		} else if (!strcmp(a, "--python")) {
-			python = v, i++;
-		} else {
-			return usage(0);
-		}
-	}
-	if (nimages == 0 || epochs == 0) {
-		return usage(0);
-	}
-	if (!folder_arg) {
-		const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-		if (!dir) {
-			if (xdg && *xdg)
-				snprintf(cache, sizeof cache, "%s/eachobs", xdg);
-			else
-				snprintf(cache, sizeof cache, "%s/.cache/eachobs",
-					 home ? home : "/tmp");
-			dir = cache;
-		}
-		snprintf(synth, sizeof synth, "%s/imagenette-synth-%zu", dir,
-			 nimages);
-		if (make_dirs(synth) < 0 || generate(synth, nimages) < 0)
-			return 1;
-		folder_arg = synth;
-	}
+		const char *a = argv[i];
+		long long *opt = NULL;
 
-	struct folder f;
-	if (folder_load(&f, folder_arg) < 0) {
-		folder_free(&f);
+		if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+			return usage(1);
+		if (!strcmp(a, "--epochs"))
+			opt = &epochs;
+		else if (!strcmp(a, "--threads"))
+			opt = &nthreads;
+		else if (!strcmp(a, "--seed"))
+			opt = &seed;
+		if (opt && i + 1 < argc)
+			*opt = whole_number(argv[++i]);
+		else if (a[0] != '-' && !dir)
+			dir = a;
+		else
+			return usage(0);
+	}
+	if (!dir || epochs < 1 || nthreads < 0 || seed < 0)
+		return usage(0);
+
+	struct jpeg_folder folder;
+	if (jpeg_folder_load(&folder, dir) < 0) {
+		jpeg_folder_free(&folder);
 		return 1;
 	}
+	printf("%zu images in %d classes\n", folder.n, folder.nclasses);
 	struct sigaction sa = { .sa_handler = on_sigint };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 
-	struct checks ck = { 0 };
-	if (check) {
-		ck.seen = calloc(f.n, 1);
-		ck.first_sum = calloc(f.n, sizeof *ck.first_sum);
-		if (!ck.seen || !ck.first_sum)
-			return 1;
-	}
-	static const struct config configs[] = {
-		{ "serial", EACHOBS_SERIAL, 0, 0 },
-		{ "threaded", EACHOBS_THREADED, 0, 0 },
-		{ "background", EACHOBS_BACKGROUND, 0, 0 },
-		{ "background-offcore", EACHOBS_BACKGROUND, 1, 0 },
-		{ "background-nice", EACHOBS_BACKGROUND, 0, 10 },
-	};
-	struct pipeline p = { &f, seed, 0 };
-	unsigned cpus = usable_cpus();
-	struct run alone = { 0 };
-	double alone_rate = 0;
-
-	printf("# %zu images, %d classes, %s; %u epoch(s), batch %d, "
-	       "step %.0f us, %u CPUs; workers: threads started, +c: the "
-	       "consumer decodes too\n",
-	       f.n, f.nclasses, folder_arg, epochs, BATCH, step_us, cpus);
-	report_header();
-	int arc = run_alone(&p, epochs, step_us, &alone);
-	if (arc < 0) {
-		fprintf(stderr, "alone: cannot preload a batch\n");
-		status = 1;
-	} else {
-		if (step_us > 0 && alone.wall > 0)
-			alone_rate = alone.images / alone.wall;
-		report("alone (no loader)", &alone, alone_rate);
-		if (arc > 0)
+	struct images im = { &folder, (unsigned long long)seed, 0 };
+	for (long long e = 0; e < epochs && status == 0; e++) {
+		im.epoch = (unsigned long long)e;
+		if (atomic_load(&interrupted)) /* Ctrl-C between epochs */
 			status = 130;
+		else
+			status = train_epoch(&im, (unsigned)nthreads);
 	}
-	for (size_t c = 0; status != 130 && c < sizeof configs / sizeof *configs;
-	     c++) {
-		unsigned nt = config_threads(&configs[c], nthreads, cpus);
-		int rc = run_config(&p, &configs[c], nt, epochs, step_us,
-				    check ? &ck : NULL, c == 0, alone_rate);
-		if (rc < 0)
-			status = 1;
-		if (rc > 0)
-			status = 130;
-	}
-	/* --check (CI) leaves PyTorch out: it would check nothing. */
-	if (torch && !check && status != 130) {
-		struct torch_args ta = { python, torch_script, folder_arg,
-					 epochs, nthreads ? nthreads : cpus,
-					 step_us, seed };
-		int rc = run_torch(&ta, alone_rate);
-		if (rc < 0)
-			status = 1;
-		if (rc > 0)
-			status = 130;
-	}
-	if (check && status == 0) {
-		double m = ck.nfloats ? ck.sum / ck.nfloats : NAN;
-		double sd = sqrt(ck.sumsq / ck.nfloats - m * m);
-		int ok = ck.dup == 0 && ck.nan == 0 && ck.mismatch == 0 &&
-			 fabs(m) < 2 && sd > 0.1 && sd < 5;
-		printf("check: %s (missed or repeated %zu, NaN %zu, differing "
-		       "from serial %zu, mean %.3f, std %.3f)\n",
-		       ok ? "ok" : "FAILED", ck.dup, ck.nan, ck.mismatch, m, sd);
-		status = ok ? 0 : 1;
-	}
-	free(ck.seen);
-	free(ck.first_sum);
-	folder_free(&f);
+	jpeg_folder_free(&folder);
 	return status;
 }

@@ -10,6 +10,8 @@
 
 #include <ctype.h>
 #include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 TestSuite(errors, .init = deadline, .timeout = 60);
 TestSuite(close, .init = deadline, .timeout = 60);
@@ -159,10 +161,51 @@ Test(errors, getobs_codes_pass_through_unchanged)
 
 /* ---- eachobs_close -------------------------------------------------- */
 
+/* Set once eachobs_close(NULL) has returned; see close_must_return. */
+static bool close_returned;
+
+/*
+ * Criterion counts a test process that exits with status 0 as a pass, so
+ * a close that ended the process instead of returning would pass unseen.
+ * Registered with atexit, this fails such a test.
+ */
+static void close_must_return(void)
+{
+	if (!close_returned) {
+		fputs("eachobs_close(NULL) ended the process instead of "
+		      "returning\n", stderr);
+		_exit(1);
+	}
+}
+
+/* "it, or NULL (then nothing happens)": the call returns, and leaves
+ * errno, the last error message, the library's memory and the process's
+ * threads as they were. */
 Test(close, accepts_null)
 {
+	char before[256];
+
+	/* A failing call first, so that there is a message to keep. */
+	cr_assert_eq(eachobs_interrupt(NULL), -EINVAL);
+	snprintf(before, sizeof(before), "%s", eachobs_last_error());
+	cr_assert(before[0] != '\0', "eachobs_interrupt(NULL) left no message");
+	int threads = threads_now();
+	cr_assert_eq(atexit(close_must_return), 0);
+
+	errno = EXDEV;
 	eachobs_close(NULL);
-	cr_assert_eq(eachobs__alloc_live(), 0);
+	int saved = errno;
+	close_returned = true;
+
+	cr_assert_eq(saved, EXDEV, "eachobs_close(NULL) changed errno to %d",
+		     saved);
+	cr_assert_str_eq(eachobs_last_error(), before,
+			 "eachobs_close(NULL) replaced the last error message");
+	cr_assert_eq(eachobs__alloc_live(), 0,
+		     "eachobs_close(NULL) left %ld library allocations",
+		     eachobs__alloc_live());
+	cr_assert_eq(threads_now(), threads,
+		     "eachobs_close(NULL) changed the thread count");
 }
 
 /* Start, consume `k` observations (or up to the end), close. */

@@ -2,15 +2,15 @@
 # The image pipeline of docs/imagefolder.md, from a fresh Debian 12
 # machine: installs what is missing (libturbojpeg, and Debian's PyTorch,
 # PIL and torchvision for the PyTorch row), builds optimized, and runs
-# examples/imagefolder.c.
+# bench/imagefolder.c, the benchmark of examples/imagefolder.c.
 #
 # Usage: tools/imagefolder.sh [--help] [FOLDER] [OPTION]...
-# The arguments go to the example (build-release/example_imagefolder
+# The arguments go to the benchmark (build-release/bench/bench_imagefolder
 # --help lists them); without any it generates 2,000 JPEGs once and
 # trains a 40 ms step; e.g. --step-us 0, --images 400, --epochs 2,
 # --no-torch.
 set -eu
-# --help anywhere: the other arguments are the example's, but this usage
+# --help anywhere: the other arguments are the benchmark's, but this usage
 # comes before anything is installed.
 for arg; do
 	case "$arg" in
@@ -25,6 +25,6 @@ if [ -d build-release ]; then
 else
 	meson setup build-release -Dbuildtype=release >/dev/null
 fi
-ninja -C build-release example_imagefolder >/dev/null
+ninja -C build-release bench/bench_imagefolder >/dev/null
 [ $# -gt 0 ] || set -- --step-us 40000
-exec ./build-release/example_imagefolder "$@"
+exec ./build-release/bench/bench_imagefolder "$@"

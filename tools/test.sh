@@ -2,8 +2,9 @@
 # The test suite, as CI runs it, from a fresh Debian 12 machine:
 # installs what is missing, then builds and runs `meson test` three times:
 #   build-test  warnings as errors; unit (Criterion), stress and image
-#               suites (image: examples/imagefolder.c --check on 200
-#               generated JPEGs, a few seconds beside the others)
+#               suites (image: bench/imagefolder.c --check on 200
+#               generated JPEGs and examples/imagefolder.c on the same,
+#               a few seconds beside the others)
 #   build-asan  AddressSanitizer + UndefinedBehaviorSanitizer, unit and stress
 #   build-tsan  ThreadSanitizer over the plain-main stress programs
 #               (Criterion does not run under TSan; see docs/testing.md)

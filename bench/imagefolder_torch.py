@@ -1,20 +1,20 @@
 #!/usr/bin/python3
 """PyTorch's DataLoader on an image folder: the peer of imagefolder.c.
 
-The same pipeline as examples/imagefolder.c, the way a PyTorch user writes
+The same pipeline as bench/imagefolder.c, the way a PyTorch user writes
 it: ImageFolder (PIL decode), RandomResizedCrop(224, scale=(0.08, 1),
 ratio=(3/4, 4/3)), RandomHorizontalFlip, ToTensor, Normalize with the
 ImageNet mean and standard deviation, a DataLoader with batch_size=32,
 shuffle=True and num_workers worker processes. The training step is the
 same stand-in: sum the batch, then spin until the training thread has used
 --step-us microseconds of CPU time. It prints one row in the C report's format (docs/imagefolder.md),
-or with --raw the totals example_imagefolder turns into that row.
+or with --raw the totals bench_imagefolder turns into that row.
 
     imagefolder_torch.py FOLDER [--epochs E] [--step-us U] [--seed S]
                          [--workers W] [--interpolation nearest|bilinear]
                          [--raw]
 
-The resize is nearest-neighbour by default, as in the C example, so both
+The resize is nearest-neighbour by default, as in the C pipeline, so both
 do the same work; torchvision's default is bilinear (--interpolation
 bilinear), which costs more. Without torchvision the transforms are done
 here with PIL and torch, drawing the crop as torchvision does.
@@ -109,7 +109,7 @@ def make_dataset(folder, interpolation):
 
 def train_step(x, step_us):
     """Read every float, then burn the rest of step_us of this thread's CPU
-    time (as the C example does: a step that gets less CPU takes longer)."""
+    time (as the C benchmark does: a step that gets less CPU takes longer)."""
     t0 = time.thread_time()
     acc = float(x.sum())
     while (time.thread_time() - t0) * 1e6 < step_us:
@@ -137,10 +137,10 @@ def main():
     ap.add_argument("--interpolation", choices=("nearest", "bilinear"),
                     default="nearest")
     ap.add_argument("--raw", action="store_true",
-                    help="print totals for example_imagefolder")
+                    help="print totals for bench_imagefolder")
     a = ap.parse_args()
 
-    # The training loop is one thread, as in the C example; the workers
+    # The training loop is one thread, as in the C benchmark; the workers
     # already run their transforms on one thread each.
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
