@@ -7,6 +7,8 @@
  *   arena.c  the memory items live in: the user's allocator, references
  *   cpus.c   what nthreads = 0 means: the CPUs this process may use
  *   deque.c  unordered work sharing: per-worker ranges, stealing
+ *   lender.c an eachobs_pool's persistent threads, lent to run opaque
+ *            work (lender.h); it knows nothing of iterators
  *   pool.c   an iterator's worker threads: created or lent, the start gate
  *   handoff.c unordered hand-off: items through two ck_rings, credits
  *   serial.c the SERIAL mode: the consumer loads each unit itself
@@ -32,6 +34,7 @@
 #include "eachobs.h"
 #include "error.h"
 #include "handoff.h"
+#include "lender.h"
 #include "resume.h"
 #include "sampler.h"
 #include "window.h"
@@ -175,58 +178,26 @@ struct eachobs__worker {
 	struct eachobs__stats stats; /* first: it is cache-line aligned */
 	eachobs_iter *it;
 	unsigned self;
-	bool borrowed;               /* runs on a thread of an eachobs_pool */
 	bool created;                /* thread is ours to join */
 	pthread_t thread;            /* when created */
-	void *lent;                  /* when borrowed: the pool's thread */
 };
 
 struct eachobs__pool {
 	struct eachobs__worker *workers;
 	unsigned nthreads;             /* workers to start */
-	/* The eachobs_pool lending threads, or NULL; `borrowed` counts the
-	 * lent threads still running a worker, under lender->lock. */
+	/* The eachobs_pool lending threads, or NULL, and the loan of its
+	 * threads to workers [0, nlent) (lender.h). */
 	eachobs_pool *lender;
-	unsigned borrowed;
+	struct eachobs__loan loan;
 	/* Workers wait on `ev_go` for `go` so that nothing loads before
 	 * eachobs_parallel knows it will succeed. */
 	_Atomic bool go;
 	struct eachobs__event ev_go;
 	/* Workers [0, nlent) run on lent threads, [nlent, nthreads) on
-	 * threads of their own. */
+	 * threads of their own. The consumer's: lent threads get their
+	 * index from the lender, and nothing else of nlent. */
 	unsigned nlent;
 };
-
-/* ---- threads.c: persistent threads an eachobs_pool lends ------------- */
-
-/* Run worker w on the calling thread until its iterator is done with it. */
-void eachobs__worker_run(struct eachobs__worker *w);
-/* Count it as a user of pool (eachobs_pool_destroy waits for none). */
-void eachobs__lender_attach(eachobs_pool *pool);
-void eachobs__lender_detach(eachobs_pool *pool);
-unsigned eachobs__lender_size(const eachobs_pool *pool);
-/* Give the iterator's workers [0, k) to k idle threads of pool, as many
- * idle ones as can take on its nice value (threads.c) up to
- * it->pool.nthreads, and set it->pool.nlent = k under
- * the pool's lock, so that a thread that sees its job early (it may,
- * harmlessly) also sees k. Each thread runs its worker once
- * eachobs__lender_wake wakes it. */
-void eachobs__lender_reserve(eachobs_pool *pool, eachobs_iter *it);
-void eachobs__lender_wake(struct eachobs__worker *w);
-/* Consumer, before the gate opens: set cpus on the reserved thread of w;
- * -EAGAIN when the system refuses them (no CPU of the set is one the
- * process may use), as pthread_create does for a created worker. */
-int eachobs__lender_check_cpus(struct eachobs__worker *w,
-			       const cpu_set_t *cpus);
-/* On lent thread w->lent, before it loads: run at the iterator's nice
- * value (best effort; 0: the pool's), until the worker is done. Call it
- * before waking other lent threads (threads.c says why). */
-void eachobs__lender_renice(struct eachobs__worker *w, int nice);
-/* On lent thread w->lent, before it loads: run on cpus, or the pool's
- * CPUs for NULL (cheap when the thread runs there already). */
-void eachobs__lender_pin(struct eachobs__worker *w, const cpu_set_t *cpus);
-/* Wait until no thread of pool runs a worker of it. */
-void eachobs__lender_wait(eachobs_pool *pool, eachobs_iter *it);
 
 /* ---- hold.c: what the consumer holds ---------------------------------- */
 

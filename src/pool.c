@@ -37,42 +37,28 @@ static bool go_or_closing(const void *arg)
 	       eachobs__closing(it);
 }
 
-/*
- * Waking P lent threads costs the waker a futex wake each (3-5 us here).
- * So the consumer wakes only worker 0, and every lent worker wakes its two
- * children (2j + 1, 2j + 2) before anything else: depth log2 P, spread
- * over every core. Created threads are not started that way: a new thread
- * has to be scheduled before it can create others, and that made a tree of
- * pthread_create calls slower than one loop on the consumer (1.3 against
- * 0.6 ms for P = 16, measured).
- */
-
-static void wake_children(eachobs_iter *it, unsigned j)
-{
-	struct eachobs__pool *p = &it->pool;
-
-	for (unsigned c = 2 * j + 1; c <= 2 * j + 2 && c < p->nlent; c++)
-		eachobs__lender_wake(&p->workers[c]);
-}
-
-void eachobs__worker_run(struct eachobs__worker *w)
+/* Run worker w on the calling thread until its iterator is done with it. */
+static void worker_run(struct eachobs__worker *w)
 {
 	eachobs_iter *it = w->it;
 
-	/* A lent thread takes on the iterator's placement, or the pool's,
-	 * before its first getobs (the gate may be open already). */
-	if (w->borrowed) {
-		eachobs__lender_renice(w, it->worker_nice);
-		wake_children(it, w->self);
-		eachobs__lender_pin(w, it->pin ? &it->cpus : NULL);
-	}
 	eachobs__tls_stats = &w->stats;
 	eachobs__event_wait_timed(&it->pool.ev_go, go_or_closing, it, 0);
 	if (!eachobs__closing(it)) {
 		it->mode->worker(it, w->self);
 	}
-	/* A lent thread goes on to other iterators. */
+	/* A lent thread goes on to other loans. */
 	eachobs__tls_stats = NULL;
+}
+
+/* The job of lent thread j: worker j. The lender has given the thread
+ * the iterator's placement, or the pool's, before this first getobs
+ * (the gate may be open already). */
+static void lent_worker(void *arg, unsigned j)
+{
+	eachobs_iter *it = arg;
+
+	worker_run(&it->pool.workers[j]);
 }
 
 static void *worker_main(void *arg)
@@ -83,7 +69,7 @@ static void *worker_main(void *arg)
 	 * fail for the values check_args lets through. */
 	if (w->it->worker_nice)
 		setpriority(PRIO_PROCESS, (id_t)gettid(), w->it->worker_nice);
-	eachobs__worker_run(w);
+	worker_run(w);
 	return NULL;
 }
 
@@ -102,6 +88,34 @@ static int create(eachobs_iter *it, unsigned j)
 	return 0;
 }
 
+/*
+ * Borrow what idle threads the pool has for workers [0, nlent). The rest
+ * get threads of their own rather than waiting for busy pool threads:
+ * that keeps several iterators on one pool from deadlocking, as a
+ * validation iterator started while the training iterator holds every
+ * pool thread would otherwise wait for threads that are themselves
+ * blocked on a full buffer the consumer is not draining.
+ */
+static void borrow(eachobs_iter *it)
+{
+	struct eachobs__pool *p = &it->pool;
+
+	p->loan = (struct eachobs__loan){
+		.fn = lent_worker,
+		.arg = it,
+		.cpus = it->pin ? &it->cpus : NULL,
+		.nice = it->worker_nice,
+	};
+	p->nlent = eachobs__lender_reserve(p->lender, &p->loan, p->nthreads);
+}
+
+/*
+ * Created threads are started in a loop on the consumer, lent ones in a
+ * tree (the lender wakes one, which wakes two, ...): a new thread has to
+ * be scheduled before it can create others, and that made a tree of
+ * pthread_create calls slower than one loop on the consumer (1.3 against
+ * 0.6 ms for P = 16, measured).
+ */
 int eachobs__pool_start(eachobs_iter *it)
 {
 	struct eachobs__pool *p = &it->pool;
@@ -111,14 +125,14 @@ int eachobs__pool_start(eachobs_iter *it)
 		p->workers[j].self = j;
 	}
 	if (p->lender)
-		eachobs__lender_reserve(p->lender, it);
+		borrow(it);
 	/* worker_cpus the system refuses fail the start on lent threads as
 	 * on created ones; asked on one lent thread, the answer holds for
-	 * all (threads.c). The lent threads are woken all the same, to see
+	 * all (lender.c). The lent threads are woken all the same, to see
 	 * the close that follows. */
 	int rc = 0;
-	if (p->nlent > 0 && it->pin)
-		rc = eachobs__lender_check_cpus(&p->workers[0], &it->cpus);
+	if (p->nlent > 0)
+		rc = eachobs__lender_check_cpus(&p->loan);
 	/* Otherwise lent threads cannot fail to start: with no thread to
 	 * create they may load as soon as they wake. One that saw its job
 	 * before being woken may already wait for go (a notify without
@@ -128,7 +142,7 @@ int eachobs__pool_start(eachobs_iter *it)
 		eachobs__event_notify(&p->ev_go, INT_MAX);
 	}
 	if (p->nlent > 0)
-		eachobs__lender_wake(&p->workers[0]);
+		eachobs__lender_wake(&p->loan);
 	if (rc < 0)
 		return rc; /* the caller closes; nothing loaded */
 	for (unsigned j = p->nlent; j < p->nthreads; j++) {
@@ -165,7 +179,7 @@ void eachobs__pool_join(eachobs_iter *it)
 		ws[j].created = false;
 	}
 	if (it->pool.lender)
-		eachobs__lender_wait(it->pool.lender, it);
+		eachobs__lender_wait(it->pool.lender, &it->pool.loan);
 }
 
 void eachobs__pool_fini(eachobs_iter *it)
