@@ -9,7 +9,7 @@
  *   deque.c  unordered work sharing: per-worker ranges, stealing
  *   lender.c an eachobs_pool's persistent threads, lent to run opaque
  *            work (lender.h); it knows nothing of iterators
- *   pool.c   an iterator's worker threads: created or lent, the start gate
+ *   workers.c an iterator's worker threads: created or lent, the start gate
  *   handoff.c unordered hand-off: items through two ck_rings, credits
  *   serial.c the SERIAL mode: the consumer loads each unit itself
  *   unordered.c the unordered mode: deques, load, hand-off
@@ -172,7 +172,7 @@ struct eachobs__ordered {
 			   * left to claim (ordered.c, help) */
 };
 
-/* ---- pool.c: the iterator's worker threads ----------------------------- */
+/* ---- workers.c: the iterator's worker threads ------------------------ */
 
 struct eachobs__worker {
 	struct eachobs__stats stats; /* first: it is cache-line aligned */
@@ -182,8 +182,8 @@ struct eachobs__worker {
 	pthread_t thread;            /* when created */
 };
 
-struct eachobs__pool {
-	struct eachobs__worker *workers;
+struct eachobs__workers {
+	struct eachobs__worker *list;  /* nthreads */
 	unsigned nthreads;             /* workers to start */
 	/* The eachobs_pool lending threads, or NULL, and the loan of its
 	 * threads to workers [0, nlent) (lender.h). */
@@ -276,7 +276,7 @@ struct eachobs_iter {
 	 * that a thread looking for one to help with need not scan every
 	 * slot when there is none. */
 	_Atomic size_t open_units EACHOBS__ALIGNED;
-	struct eachobs__pool pool;
+	struct eachobs__workers workers;
 	struct eachobs__deques deques; /* unordered */
 	struct eachobs__handoff handoff; /* unordered, with workers */
 	struct eachobs__window window; /* ordered */
@@ -392,14 +392,14 @@ void eachobs__hold_drain(eachobs_iter *it);
 void eachobs__hold_release_auto(eachobs_iter *it);
 
 
-/* pool.c */
-int eachobs__pool_init(eachobs_iter *it, unsigned nthreads);
-int eachobs__pool_start(eachobs_iter *it);
+/* workers.c */
+int eachobs__workers_init(eachobs_iter *it, unsigned nthreads);
+int eachobs__workers_start(eachobs_iter *it);
 /* Workers running (after a successful start): lent or created. */
-unsigned eachobs__pool_started(const eachobs_iter *it);
-void eachobs__pool_wake_all(eachobs_iter *it);
-void eachobs__pool_join(eachobs_iter *it);
-void eachobs__pool_fini(eachobs_iter *it);
+unsigned eachobs__workers_started(const eachobs_iter *it);
+void eachobs__workers_wake_all(eachobs_iter *it);
+void eachobs__workers_join(eachobs_iter *it);
+void eachobs__workers_fini(eachobs_iter *it);
 
 /* start.c and iter.c: eachobs_parallel_sized and eachobs_get_stats_sized
  * (abi.c) with the options and stats of this library's own size; o is

@@ -276,15 +276,15 @@ void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st)
 	st->consumer_wait_ns = stat(&it->cstats.idle_ns);
 	st->consumer_getobs_ns = stat(&it->cstats.getobs_ns);
 	st->loaded = st->loaded_by_consumer;
-	for (unsigned j = 0; j < it->pool.nthreads; j++) {
-		const struct eachobs__stats *w = &it->pool.workers[j].stats;
+	for (unsigned j = 0; j < it->workers.nthreads; j++) {
+		const struct eachobs__stats *w = &it->workers.list[j].stats;
 		st->loaded += stat(&w->loaded);
 		st->worker_getobs_ns += stat(&w->getobs_ns);
 		st->worker_idle_ns += stat(&w->idle_ns);
 		st->steals += stat(&w->steals);
 	}
 	st->max_waiting = it->mode->max_waiting(it);
-	st->nworkers = eachobs__pool_started(it);
+	st->nworkers = eachobs__workers_started(it);
 }
 
 size_t eachobs_failures(const eachobs_iter *it, eachobs_failure *out,

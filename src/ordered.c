@@ -106,7 +106,7 @@ static void worker(eachobs_iter *it, unsigned self)
 	size_t lo, hi;
 
 	while (eachobs__window_claim(&it->window, it->order.chunk, it->nunits,
-				     it->pool.nthreads, &lo, &hi))
+				     it->workers.nthreads, &lo, &hi))
 		if (!load_chunk(it, lo, hi))
 			return;
 	while (help_entry(it, self, SIZE_MAX))

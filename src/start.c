@@ -368,12 +368,12 @@ void eachobs__destroy(eachobs_iter *it)
 	/* What loaders check before each getobs (load.c, halted). */
 	atomic_store_explicit(&it->stop, true, memory_order_relaxed);
 	eachobs__window_close(&it->window);
-	eachobs__pool_wake_all(it);
+	eachobs__workers_wake_all(it);
 	eachobs__handoff_close(&it->handoff);
-	eachobs__pool_join(it);
-	if (it->pool.lender)
-		eachobs__lender_detach(it->pool.lender);
-	eachobs__pool_fini(it);
+	eachobs__workers_join(it);
+	if (it->workers.lender)
+		eachobs__lender_detach(it->workers.lender);
+	eachobs__workers_fini(it);
 	eachobs__deques_fini(&it->deques);
 	eachobs__handoff_fini(&it->handoff);
 	eachobs__window_fini(&it->window);
@@ -430,9 +430,9 @@ static int start(eachobs_iter *it, unsigned workers, unsigned hold,
 				   "out of memory for %u workers' deques",
 				   workers);
 	if (rc == 0)
-		rc = eachobs__pool_init(it, workers);
+		rc = eachobs__workers_init(it, workers);
 	if (rc == 0)
-		rc = eachobs__pool_start(it);
+		rc = eachobs__workers_start(it);
 	return rc;
 }
 
@@ -459,10 +459,10 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 		   : it->ordered		 ? &eachobs__ordered_mode
 						 : &eachobs__unordered_mode;
 	it->skip_errors = o->on_error == EACHOBS_ON_ERROR_SKIP;
-	it->pool.lender = o->pool;
+	it->workers.lender = o->pool;
 	if (o->pool)
 		eachobs__lender_attach(o->pool);
-	eachobs__event_init(&it->pool.ev_go);
+	eachobs__event_init(&it->workers.ev_go);
 	it->n = data->numobs(data->ctx);
 	rc = eachobs__sampler_init(&it->sampler, it->n, o);
 	if (rc == 0)

@@ -14,18 +14,18 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-int eachobs__pool_init(eachobs_iter *it, unsigned nthreads)
+int eachobs__workers_init(eachobs_iter *it, unsigned nthreads)
 {
-	struct eachobs__pool *p = &it->pool;
+	struct eachobs__workers *p = &it->workers;
 
 	p->nthreads = nthreads;
 	if (nthreads == 0)
 		return 0;
-	p->workers = eachobs__alloc_aligned(nthreads * sizeof(*p->workers));
-	if (!p->workers)
+	p->list = eachobs__alloc_aligned(nthreads * sizeof(*p->list));
+	if (!p->list)
 		return eachobs__fail(-ENOMEM, "out of memory for %u workers",
 				     nthreads);
-	memset(p->workers, 0, nthreads * sizeof(*p->workers));
+	memset(p->list, 0, nthreads * sizeof(*p->list));
 	return 0;
 }
 
@@ -33,7 +33,7 @@ static bool go_or_closing(const void *arg)
 {
 	const eachobs_iter *it = arg;
 
-	return atomic_load_explicit(&it->pool.go, memory_order_acquire) ||
+	return atomic_load_explicit(&it->workers.go, memory_order_acquire) ||
 	       eachobs__closing(it);
 }
 
@@ -43,7 +43,7 @@ static void worker_run(struct eachobs__worker *w)
 	eachobs_iter *it = w->it;
 
 	eachobs__tls_stats = &w->stats;
-	eachobs__event_wait_timed(&it->pool.ev_go, go_or_closing, it, 0);
+	eachobs__event_wait_timed(&it->workers.ev_go, go_or_closing, it, 0);
 	if (!eachobs__closing(it)) {
 		it->mode->worker(it, w->self);
 	}
@@ -58,7 +58,7 @@ static void lent_worker(void *arg, unsigned j)
 {
 	eachobs_iter *it = arg;
 
-	worker_run(&it->pool.workers[j]);
+	worker_run(&it->workers.list[j]);
 }
 
 static void *worker_main(void *arg)
@@ -75,14 +75,14 @@ static void *worker_main(void *arg)
 
 static int create(eachobs_iter *it, unsigned j)
 {
-	struct eachobs__worker *w = &it->pool.workers[j];
+	struct eachobs__worker *w = &it->workers.list[j];
 	int err = eachobs__thread_create(&w->thread, it->stack_size,
 					 it->pin ? &it->cpus : NULL,
 					 worker_main, w);
 
 	if (err != 0) /* the caller closes and joins */
 		return eachobs__fail_thread(-EAGAIN, err, "worker", j,
-					    it->pool.nthreads, it->stack_size,
+					    it->workers.nthreads, it->stack_size,
 					    it->pin ? &it->cpus : NULL);
 	w->created = true;
 	return 0;
@@ -98,7 +98,7 @@ static int create(eachobs_iter *it, unsigned j)
  */
 static void borrow(eachobs_iter *it)
 {
-	struct eachobs__pool *p = &it->pool;
+	struct eachobs__workers *p = &it->workers;
 
 	p->loan = (struct eachobs__loan){
 		.fn = lent_worker,
@@ -116,13 +116,13 @@ static void borrow(eachobs_iter *it)
  * pthread_create calls slower than one loop on the consumer (1.3 against
  * 0.6 ms for P = 16, measured).
  */
-int eachobs__pool_start(eachobs_iter *it)
+int eachobs__workers_start(eachobs_iter *it)
 {
-	struct eachobs__pool *p = &it->pool;
+	struct eachobs__workers *p = &it->workers;
 
 	for (unsigned j = 0; j < p->nthreads; j++) {
-		p->workers[j].it = it;
-		p->workers[j].self = j;
+		p->list[j].it = it;
+		p->list[j].self = j;
 	}
 	if (p->lender)
 		borrow(it);
@@ -155,36 +155,36 @@ int eachobs__pool_start(eachobs_iter *it)
 	return 0;
 }
 
-unsigned eachobs__pool_started(const eachobs_iter *it)
+unsigned eachobs__workers_started(const eachobs_iter *it)
 {
-	unsigned n = it->pool.nlent;
+	unsigned n = it->workers.nlent;
 
-	for (unsigned j = it->pool.nlent; j < it->pool.nthreads; j++)
-		n += it->pool.workers[j].created;
+	for (unsigned j = it->workers.nlent; j < it->workers.nthreads; j++)
+		n += it->workers.list[j].created;
 	return n;
 }
 
-void eachobs__pool_wake_all(eachobs_iter *it)
+void eachobs__workers_wake_all(eachobs_iter *it)
 {
-	eachobs__event_notify(&it->pool.ev_go, INT_MAX);
+	eachobs__event_notify(&it->workers.ev_go, INT_MAX);
 }
 
-void eachobs__pool_join(eachobs_iter *it)
+void eachobs__workers_join(eachobs_iter *it)
 {
-	struct eachobs__worker *ws = it->pool.workers;
+	struct eachobs__worker *ws = it->workers.list;
 
-	for (unsigned j = 0; ws && j < it->pool.nthreads; j++) {
+	for (unsigned j = 0; ws && j < it->workers.nthreads; j++) {
 		if (ws[j].created)
 			pthread_join(ws[j].thread, NULL);
 		ws[j].created = false;
 	}
-	if (it->pool.lender)
-		eachobs__lender_wait(it->pool.lender, &it->pool.loan);
+	if (it->workers.lender)
+		eachobs__lender_wait(it->workers.lender, &it->workers.loan);
 }
 
-void eachobs__pool_fini(eachobs_iter *it)
+void eachobs__workers_fini(eachobs_iter *it)
 {
-	struct eachobs__pool *p = &it->pool;
+	struct eachobs__workers *p = &it->workers;
 
-	eachobs__free(p->workers);
+	eachobs__free(p->list);
 }
