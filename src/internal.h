@@ -166,7 +166,6 @@ enum { EACHOBS__RUN_MAX = 16, EACHOBS__CHEAP_NS = 2000 };
 
 struct eachobs__ordered {
 	size_t chunk;     /* units a worker claims at once */
-	size_t next;      /* consumer only: the unit it yields next */
 	unsigned waits;   /* consumer only: waits without helping */
 	bool owes;        /* consumer only: a batch it opened may have entries
 			   * left to claim (ordered.c, help) */
@@ -285,7 +284,7 @@ struct eachobs_iter {
 
 	/* The consumer's own. */
 	struct eachobs__hold hold EACHOBS__ALIGNED;
-	size_t yielded;    /* unordered, SERIAL: units taken */
+	size_t yielded;    /* units taken (ordered: the next one to take) */
 	uint64_t help_ns;  /* THREADED: what the consumer's last help took per
 			    * observation (0: not measured yet) */
 	uint32_t interrupts_seen;
@@ -439,8 +438,6 @@ struct eachobs__mode {
 	 * interrupt; EACHOBS__TAKE_FAILED for a failure whose unit will not
 	 * arrive. */
 	int (*take)(eachobs_iter *it, struct eachobs__slot **out);
-	/* Consumer: whether every unit was taken. */
-	bool (*finished)(const eachobs_iter *it);
 	/* Consumer: a slot it let go of goes back to the loaders. */
 	void (*give_back)(eachobs_iter *it, struct eachobs__slot *slot);
 	/* Any loader: a getobs failed under STOP at unit u (the failure

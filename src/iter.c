@@ -126,7 +126,7 @@ static int next_unit(eachobs_iter *it, const struct eachobs__buf **out)
 	eachobs__hold_release_auto(it);
 	if (eachobs__take_interrupt(it))
 		return -EINTR;
-	if (!it->stash && !it->serial_open && it->mode->finished(it))
+	if (!it->stash && !it->serial_open && it->yielded >= it->nunits)
 		return 0;
 	if (eachobs__hold_full(it))
 		return -ENOBUFS;

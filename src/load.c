@@ -148,8 +148,9 @@ static size_t first_pos(const eachobs_iter *it, size_t u)
  * The loop keeps the dataset and the buffer in locals: with a getobs that
  * does nothing, this loop is the library's whole cost per observation.
  */
-static size_t load_entries(eachobs_iter *it, struct eachobs__slot *slot,
-			   size_t u, size_t e, size_t k)
+static inline __attribute__((always_inline)) size_t
+load_entries(eachobs_iter *it, struct eachobs__slot *slot, size_t u, size_t e,
+	     size_t k)
 {
 	const eachobs_iter *outer = loading;
 	size_t *outer_len = loading_len;
@@ -219,11 +220,11 @@ static void open_unit(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
  */
 enum { CLAIM_MAX = 16 };
 
-static bool claim_entries(eachobs_iter *it, struct eachobs__slot *slot,
-			  size_t bound, size_t *u, size_t *e, size_t *k)
+static inline __attribute__((always_inline)) bool
+claim_entries(eachobs_iter *it, struct eachobs__slot *slot, size_t bound,
+	      bool cheap, size_t *u, size_t *e, size_t *k)
 {
 	uint64_t w = atomic_load_explicit(&slot->claim, memory_order_acquire);
-	bool cheap = eachobs__getobs_cheap(it);
 
 	for (;;) {
 		size_t next = (uint32_t)w;
@@ -272,16 +273,18 @@ static bool load_claimed(eachobs_iter *it, struct eachobs__slot *slot)
 {
 	uint64_t t0 = eachobs__now_ns();
 	size_t u, e, run, k = 0, timed = 0;
+	bool cheap = eachobs__getobs_cheap(it);
 
-	while (claim_entries(it, slot, SIZE_MAX, &u, &e, &run)) {
+	while (claim_entries(it, slot, SIZE_MAX, cheap, &u, &e, &run)) {
 		size_t n = load_entries(it, slot, u, e, run);
 		k += n;
 		if (n < run) /* halted: the unit will not complete */
 			break;
-		if (!eachobs__getobs_cheap(it)) {
+		if (!cheap) {
 			learn(it, t0, k - timed);
 			timed = k;
 			t0 = eachobs__now_ns();
+			cheap = eachobs__getobs_cheap(it);
 		}
 	}
 	if (k > timed)
@@ -332,7 +335,8 @@ bool eachobs__fill_step(eachobs_iter *it, struct eachobs__slot *slot)
 	uint64_t t0 = eachobs__now_ns();
 	size_t u, e, run;
 
-	if (!claim_entries(it, slot, SIZE_MAX, &u, &e, &run))
+	if (!claim_entries(it, slot, SIZE_MAX, eachobs__getobs_cheap(it), &u,
+			   &e, &run))
 		return false;
 	size_t n = load_entries(it, slot, u, e, run);
 	if (n)
@@ -395,7 +399,7 @@ static int help_slow(eachobs_iter *it, size_t bound,
 	size_t u, e, run;
 
 	while (!eachobs__closing(it) && (slot = best_open(it, bound)))
-		if (claim_entries(it, slot, bound, &u, &e, &run))
+		if (claim_entries(it, slot, bound, false, &u, &e, &run))
 			return load_helped(it, slot, u, e, run, done);
 	return 0;
 }
@@ -417,7 +421,7 @@ int eachobs__help(eachobs_iter *it, unsigned hint, size_t bound,
 	for (size_t k = 0; k < it->nslots && !eachobs__closing(it); k++) {
 		size_t i = (from + k) % it->nslots;
 		struct eachobs__slot *slot = &it->slots[i];
-		if (!claim_entries(it, slot, bound, &u, &e, &run))
+		if (!claim_entries(it, slot, bound, true, &u, &e, &run))
 			continue;
 		help_from = i + 1;
 		return load_helped(it, slot, u, e, run, done);

@@ -160,8 +160,8 @@ static bool help(eachobs_iter *it)
 	    (++it->order.waits & 63) != 0)
 		return false;
 	/* next + nslots, saturated: n may be near SIZE_MAX. */
-	if (bound - it->order.next > it->nslots)
-		bound = it->order.next + it->nslots;
+	if (bound - it->yielded > it->nslots)
+		bound = it->yielded + it->nslots;
 	uint64_t t0 = eachobs__now_ns();
 	if (!help_entry(it, 0, SIZE_MAX)) {
 		it->order.owes = false;
@@ -180,7 +180,7 @@ static bool help(eachobs_iter *it)
 
 static int take(eachobs_iter *it, struct eachobs__slot **out)
 {
-	size_t m = it->order.next;
+	size_t m = it->yielded;
 
 	if (m >= it->nunits)
 		return 0;
@@ -204,7 +204,7 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 		ahead = it->nslots - 1;
 	if (ahead > it->max_waiting)
 		it->max_waiting = ahead;
-	it->order.next = m + 1;
+	it->yielded = m + 1;
 	*out = slot_of(it, m);
 	return 1;
 }
@@ -214,11 +214,6 @@ static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
 	eachobs__window_release(&it->window,
 				atomic_load_explicit(&slot->unit,
 						     memory_order_relaxed));
-}
-
-static bool finished(const eachobs_iter *it)
-{
-	return it->order.next >= it->nunits;
 }
 
 /* Nothing at or past u is loaded any more; the consumer may wait on u's
@@ -241,7 +236,6 @@ static size_t max_waiting(const eachobs_iter *it)
 const struct eachobs__mode eachobs__ordered_mode = {
 	.worker = worker,
 	.take = take,
-	.finished = finished,
 	.give_back = give_back,
 	.fail = fail,
 	.wake_consumer = wake_consumer,

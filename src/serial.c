@@ -48,11 +48,6 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 	return 1;
 }
 
-static bool finished(const eachobs_iter *it)
-{
-	return it->yielded >= it->nunits;
-}
-
 /* The consumer owns every slot: nothing to give back, nobody to wake. */
 static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
 {
@@ -80,7 +75,6 @@ static size_t max_waiting(const eachobs_iter *it)
 const struct eachobs__mode eachobs__serial_mode = {
 	.worker = NULL,
 	.take = take,
-	.finished = finished,
 	.give_back = give_back,
 	.fail = fail,
 	.wake_consumer = wake_consumer,

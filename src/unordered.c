@@ -270,11 +270,6 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 	}
 }
 
-static bool finished(const eachobs_iter *it)
-{
-	return it->yielded >= it->nunits;
-}
-
 static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
 {
 	eachobs__handoff_put_free(&it->handoff, slot);
@@ -302,7 +297,6 @@ static size_t max_waiting(const eachobs_iter *it)
 const struct eachobs__mode eachobs__unordered_mode = {
 	.worker = worker,
 	.take = take,
-	.finished = finished,
 	.give_back = give_back,
 	.fail = fail,
 	.wake_consumer = wake_consumer,
