@@ -222,9 +222,7 @@ int main(int argc, char **argv)
 				     .sleep_ns = c->cpu ? 0 : 100000,
 				     .burn_iters = c->cpu ? gburn : 0 };
 		for (size_t e = 0; e < 2; e++) {
-			const char *en = exs[e] == EACHOBS_BACKGROUND
-						 ? "background"
-						 : "threaded";
+			const char *en = executor_name(exs[e]);
 
 			for (unsigned r = 0; r < o.args.reps; r++) {
 				show_progress("%s %s P=%u rep %u/%u", c->name,

@@ -203,7 +203,6 @@ static void own_option(int ch, const char *arg, void *ctx)
 static void measure(struct ds *d, const struct config *c, unsigned reps,
 		    FILE *csv)
 {
-	static const char *const ex[] = { "threaded", "background", "serial" };
 	uint64_t f[BENCH_MAX_REPS], cl[BENCH_MAX_REPS], in[BENCH_MAX_REPS];
 
 	for (unsigned r = 0; r < reps; r++) {
@@ -221,11 +220,12 @@ static void measure(struct ds *d, const struct config *c, unsigned reps,
 	if (c->batchsize)
 		snprintf(batch, sizeof(batch), "%zu", c->batchsize);
 	printf("%-7s %3u %-10s %-7s %9.1f %9.1f %9.1f %9.2f\n", batch,
-	       c->nthreads, ex[c->executor], c->ordered ? "ordered" : "-",
-	       ideal, mf, mc, mi);
+	       c->nthreads, executor_name(c->executor),
+	       c->ordered ? "ordered" : "-", ideal, mf, mc, mi);
 	if (csv)
 		fprintf(csv, "%zu,%u,%s,%d,%llu,%.1f,%.3f,%.3f,%.3f\n",
-			c->batchsize, c->nthreads, ex[c->executor], c->ordered,
+			c->batchsize, c->nthreads, executor_name(c->executor),
+			c->ordered,
 			(unsigned long long)getobs_ms, ideal, mf, mc, mi);
 }
 

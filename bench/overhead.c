@@ -206,13 +206,6 @@ static int noop_getobs(void *ctx, size_t idx, void *obs)
 	return 0;
 }
 
-static const char *executor_name(eachobs_executor ex)
-{
-	return ex == EACHOBS_THREADED	? "threaded"
-	       : ex == EACHOBS_SERIAL ? "serial"
-				      : "background";
-}
-
 static eachobs_iter *start_buf(struct noop *d, size_t obs_size, unsigned p,
 			       eachobs_executor ex, bool ordered,
 			       size_t buffersize)
