@@ -316,13 +316,6 @@ static struct sample run(const struct data *d, unsigned p,
 	return s;
 }
 
-static int cmp_long(const void *a, const void *b)
-{
-	long x = *(const long *)a, y = *(const long *)b;
-
-	return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
 	struct options o;
@@ -349,7 +342,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < o.nsizes; i++) {
 		for (int ord = 0; ord <= 1; ord++) {
 			uint64_t wall[BENCH_MAX_REPS];
-			long peak[BENCH_MAX_REPS];
+			/* KiB, exact in a double. */
+			double peak[BENCH_MAX_REPS];
 
 			for (unsigned r = 0; r < reps; r++) {
 				show_progress("buffersize %zu %s rep %u/%u",
@@ -358,14 +352,11 @@ int main(int argc, char **argv)
 					      r + 1, reps);
 				struct sample s = run(&d, p, o.sizes[i], ord);
 				wall[r] = s.wall_ns;
-				peak[r] = s.peak_kib;
+				peak[r] = (double)s.peak_kib;
 			}
-			qsort(wall, reps, sizeof(wall[0]), cmp_u64);
-			qsort(peak, reps, sizeof(peak[0]), cmp_long);
-			/* The lower middle of an even count: a measured time. */
-			double ms = (double)wall[(reps - 1) / 2] / 1e6;
+			double ms = (double)median_u64(wall, reps) / 1e6;
 			double rate = (double)o.n / (ms / 1e3);
-			long pk = peak[(reps - 1) / 2];
+			long pk = (long)median_double(peak, reps);
 			double slots_kib = (double)((o.sizes[i] + p + 1) * slot) /
 					   1024.0;
 			bool is_def = o.sizes[i] == def;

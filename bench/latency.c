@@ -142,8 +142,7 @@ static uint64_t interrupt_ns(struct ds *d, const struct config *c)
 
 static double median_ms(uint64_t *v, unsigned n)
 {
-	qsort(v, n, sizeof(v[0]), cmp_u64);
-	return (double)v[n / 2] / 1e6;
+	return (double)median_u64(v, n) / 1e6;
 }
 
 static uint64_t getobs_ms = 50, close_at_ms = 120;

@@ -206,11 +206,36 @@ int sleep_ns(uint64_t ns)
 	return -rc;
 }
 
-int cmp_u64(const void *a, const void *b)
+/* ---- medians ----------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return (x > y) - (x < y);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+uint64_t median_u64(uint64_t *v, size_t n)
+{
+	if (n == 0)
+		return 0;
+	qsort(v, n, sizeof(v[0]), cmp_u64);
+	return v[(n - 1) / 2];
+}
+
+double median_double(double *v, size_t n)
+{
+	if (n == 0)
+		return 0;
+	qsort(v, n, sizeof(v[0]), cmp_double);
+	return v[(n - 1) / 2];
 }
 
 /* ---- checks ------------------------------------------------------ */

@@ -1,7 +1,7 @@
 /*
  * What the tests, the benchmarks and the peer programs share, written
  * once: a program's name and its error exits, whole-number and list
- * options, the clocks, and the check every consumer makes on the
+ * options, the clocks, medians, and the check every consumer makes on the
  * indices it is handed.
  *
  * Plain C11 and POSIX, without eachobs: the peers that time other loaders
@@ -93,8 +93,13 @@ uint64_t cpu_ns(void);
  * setting errno). */
 int sleep_ns(uint64_t ns);
 
-/* qsort comparator for uint64_t. */
-int cmp_u64(const void *a, const void *b);
+/* ---- medians ----------------------------------------------------- */
+
+/* Sort v[0..n) in place (so that v[0] and v[n - 1] are then the minimum
+ * and the maximum) and return its median; 0 when n is 0. With an even n,
+ * the lower middle: a value that was measured, not a mean of two. */
+uint64_t median_u64(uint64_t *v, size_t n);
+double median_double(double *v, size_t n);
 
 /* ---- checks ------------------------------------------------------ */
 

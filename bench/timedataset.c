@@ -437,9 +437,9 @@ static struct result run_config(struct case_run *cr, unsigned p, int ex,
 	}
 	/* The loader's CPU beside bare threads' doing the same sleeps. */
 	r.cores = sum ? (double)cpu / (double)sum : 0;
-	qsort(wall, reps, sizeof(wall[0]), cmp_u64);
-	/* With an even count, the lower middle: still a time we measured. */
-	r.median_ms = (double)wall[(reps - 1) / 2] / NS_PER_MS;
+	/* median_u64 sorts: wall[0] and wall[reps - 1] are then min and
+	 * max. */
+	r.median_ms = (double)median_u64(wall, reps) / NS_PER_MS;
 	r.min_ms = (double)wall[0] / NS_PER_MS;
 	r.max_ms = (double)wall[reps - 1] / NS_PER_MS;
 	r.ideal_ms = ideal_ns(cr->data.n, p, cr->t_sleep) / NS_PER_MS;

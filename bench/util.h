@@ -1,7 +1,7 @@
 /*
  * The benchmark programs' harness: the options every one of them takes,
  * the output files and a run in a fresh process. What they share with the
- * tests and the peers (exits, parsing, clocks, the checking
+ * tests and the peers (exits, parsing, clocks, medians, the checking
  * consumer, executor names) is the support library's: support.h and
  * support_eachobs.h, included here.
  *
