@@ -92,18 +92,12 @@ static void usage(FILE *f, const char *prog)
 
 static void parse_sizes(struct options *o, const char *arg)
 {
-	char *list = strdup(arg), *save, *tok;
+	unsigned v[MAX_SIZES];
 
-	if (list == NULL)
-		die("out of memory");
-	o->nsizes = 0;
-	for (save = list; (tok = strsep(&save, ",")) != NULL;) {
-		if (o->nsizes == MAX_SIZES)
-			bad_usage("--sizes: at most %d sizes", MAX_SIZES);
-		o->sizes[o->nsizes++] = parse_option("--sizes", tok, 1,
-						     EACHOBS_MAX_SLOTS / 2);
-	}
-	free(list);
+	o->nsizes = parse_list("--sizes", arg, 1, EACHOBS_MAX_SLOTS / 2, v,
+			       MAX_SIZES);
+	for (size_t i = 0; i < o->nsizes; i++)
+		o->sizes[i] = v[i];
 }
 
 /* The options of our own: a bench_option_fn. */

@@ -171,21 +171,11 @@ enum { OPT_GETOBS = 1000, OPT_CLOSE_AT, OPT_BATCHES };
 /* A comma-separated list of batch sizes, each 0 .. 65536. */
 static void parse_sizes(const char *arg)
 {
-	char buf[128];
-	char *save = NULL;
+	unsigned v[MAX_SIZES];
 
-	if (strlen(arg) >= sizeof(buf))
-		bad_usage("--batches: list too long");
-	strcpy(buf, arg);
-	nsizes = 0;
-	for (char *t = strtok_r(buf, ",", &save); t;
-	     t = strtok_r(NULL, ",", &save)) {
-		if (nsizes == MAX_SIZES)
-			bad_usage("--batches: at most %d sizes", MAX_SIZES);
-		sizes[nsizes++] = parse_option("--batches", t, 0, 65536);
-	}
-	if (nsizes == 0)
-		bad_usage("--batches: empty list");
+	nsizes = parse_list("--batches", arg, 0, 65536, v, MAX_SIZES);
+	for (size_t i = 0; i < nsizes; i++)
+		sizes[i] = v[i];
 }
 
 static void own_option(int ch, const char *arg, void *ctx)
