@@ -173,8 +173,7 @@ static void parse_own(int ch, const char *arg, void *ctx)
 /* Median of the reps runs of one variant, in M observations/s. */
 static double median_rate(uint64_t *t, unsigned reps, size_t n)
 {
-	qsort(t, reps, sizeof(t[0]), cmp_u64);
-	return (double)n / ((double)t[reps / 2] / 1e3);
+	return (double)n / ((double)median_u64(t, reps) / 1e3);
 }
 
 int main(int argc, char **argv)

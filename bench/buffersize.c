@@ -92,18 +92,12 @@ static void usage(FILE *f, const char *prog)
 
 static void parse_sizes(struct options *o, const char *arg)
 {
-	char *list = strdup(arg), *save, *tok;
+	unsigned v[MAX_SIZES];
 
-	if (list == NULL)
-		die("out of memory");
-	o->nsizes = 0;
-	for (save = list; (tok = strsep(&save, ",")) != NULL;) {
-		if (o->nsizes == MAX_SIZES)
-			bad_usage("--sizes: at most %d sizes", MAX_SIZES);
-		o->sizes[o->nsizes++] = parse_option("--sizes", tok, 1,
-						     EACHOBS_MAX_SLOTS / 2);
-	}
-	free(list);
+	o->nsizes = parse_list("--sizes", arg, 1, EACHOBS_MAX_SLOTS / 2, v,
+			       MAX_SIZES);
+	for (size_t i = 0; i < o->nsizes; i++)
+		o->sizes[i] = v[i];
 }
 
 /* The options of our own: a bench_option_fn. */
@@ -316,13 +310,6 @@ static struct sample run(const struct data *d, unsigned p,
 	return s;
 }
 
-static int cmp_long(const void *a, const void *b)
-{
-	long x = *(const long *)a, y = *(const long *)b;
-
-	return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
 	struct options o;
@@ -349,7 +336,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < o.nsizes; i++) {
 		for (int ord = 0; ord <= 1; ord++) {
 			uint64_t wall[BENCH_MAX_REPS];
-			long peak[BENCH_MAX_REPS];
+			/* KiB, exact in a double. */
+			double peak[BENCH_MAX_REPS];
 
 			for (unsigned r = 0; r < reps; r++) {
 				show_progress("buffersize %zu %s rep %u/%u",
@@ -358,14 +346,11 @@ int main(int argc, char **argv)
 					      r + 1, reps);
 				struct sample s = run(&d, p, o.sizes[i], ord);
 				wall[r] = s.wall_ns;
-				peak[r] = s.peak_kib;
+				peak[r] = (double)s.peak_kib;
 			}
-			qsort(wall, reps, sizeof(wall[0]), cmp_u64);
-			qsort(peak, reps, sizeof(peak[0]), cmp_long);
-			/* The lower middle of an even count: a measured time. */
-			double ms = (double)wall[(reps - 1) / 2] / 1e6;
+			double ms = (double)median_u64(wall, reps) / 1e6;
 			double rate = (double)o.n / (ms / 1e3);
-			long pk = peak[(reps - 1) / 2];
+			long pk = (long)median_double(peak, reps);
 			double slots_kib = (double)((o.sizes[i] + p + 1) * slot) /
 					   1024.0;
 			bool is_def = o.sizes[i] == def;

@@ -129,17 +129,6 @@ static uint64_t run_with(struct dataset *d, uint64_t work, unsigned p,
 	return t;
 }
 
-static double median(double *v, unsigned k)
-{
-	for (unsigned i = 1; i < k; i++)
-		for (unsigned j = i; j > 0 && v[j - 1] > v[j]; j--) {
-			double s = v[j];
-			v[j] = v[j - 1];
-			v[j - 1] = s;
-		}
-	return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
-}
-
 struct kase {
 	const char *name;
 	unsigned p;
@@ -222,9 +211,7 @@ int main(int argc, char **argv)
 				     .sleep_ns = c->cpu ? 0 : 100000,
 				     .burn_iters = c->cpu ? gburn : 0 };
 		for (size_t e = 0; e < 2; e++) {
-			const char *en = exs[e] == EACHOBS_BACKGROUND
-						 ? "background"
-						 : "threaded";
+			const char *en = executor_name(exs[e]);
 
 			for (unsigned r = 0; r < o.args.reps; r++) {
 				show_progress("%s %s P=%u rep %u/%u", c->name,
@@ -237,8 +224,8 @@ int main(int argc, char **argv)
 							 &wait[r]);
 				ratio[r] = (double)alone / (double)with;
 			}
-			double m = median(ratio, o.args.reps);
-			double w = median(wait, o.args.reps);
+			double m = median_double(ratio, o.args.reps);
+			double w = median_double(wait, o.args.reps);
 			clear_progress();
 			printf("%-12s %-10s %3u %4d %13.3f %7.1f%%\n", c->name,
 			       en, c->p, c->nice, m, 100 * w);

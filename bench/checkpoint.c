@@ -118,8 +118,7 @@ int main(int argc, char **argv)
 				if (rc != 0 || got != d.n)
 					die("run ended with %d after %zu", rc, got);
 			}
-			qsort(ns, k, sizeof(*ns), cmp_u64);
-			double med = k ? (double)ns[k / 2] / 1e3 : 0;
+			double med = (double)median_u64(ns, k) / 1e3;
 			printf("%-9s %3u %11zu %10.2f %9.2f %9zu\n",
 			       c ? "no-op" : "100us", a.threads[t], k, med,
 			       (double)worst / 1e3, most);

@@ -71,8 +71,7 @@ static double run(size_t n, unsigned p, bool tensors, double *pair_ns)
 	eachobs_close(it);
 	if (rc != 0)
 		die("run ended with %d", rc);
-	qsort(ns, k, sizeof(*ns), cmp_u64);
-	*pair_ns = k ? (double)ns[k / 2] : 0;
+	*pair_ns = (double)median_u64(ns, k);
 	free(ns);
 	return rate;
 }
@@ -97,24 +96,17 @@ int main(int argc, char **argv)
 			with[r] = run(n, a.threads[t], true, &pair[r]);
 			without[r] = run(n, a.threads[t], false, &unused);
 		}
-		uint64_t pp[BENCH_MAX_REPS], ww[BENCH_MAX_REPS], oo[BENCH_MAX_REPS];
-		for (unsigned r = 0; r < a.reps; r++) {
-			pp[r] = (uint64_t)pair[r];
-			ww[r] = (uint64_t)with[r];
-			oo[r] = (uint64_t)without[r];
-		}
-		qsort(pp, a.reps, sizeof(*pp), cmp_u64);
-		qsort(ww, a.reps, sizeof(*ww), cmp_u64);
-		qsort(oo, a.reps, sizeof(*oo), cmp_u64);
+		unsigned long long pp = (unsigned long long)median_double(
+					   pair, a.reps),
+				   ww = (unsigned long long)median_double(
+					   with, a.reps),
+				   oo = (unsigned long long)median_double(
+					   without, a.reps);
 		printf("%3u %9zu %12llu %16llu %19llu\n", a.threads[t], n / 64,
-		       (unsigned long long)pp[a.reps / 2],
-		       (unsigned long long)ww[a.reps / 2],
-		       (unsigned long long)oo[a.reps / 2]);
+		       pp, ww, oo);
 		if (csv)
 			fprintf(csv, "%u,%zu,%llu,%llu,%llu\n", a.threads[t],
-				n / 64, (unsigned long long)pp[a.reps / 2],
-				(unsigned long long)ww[a.reps / 2],
-				(unsigned long long)oo[a.reps / 2]);
+				n / 64, pp, ww, oo);
 	}
 	close_outputs(csv, a.csv_path);
 	return 0;

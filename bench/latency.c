@@ -142,8 +142,7 @@ static uint64_t interrupt_ns(struct ds *d, const struct config *c)
 
 static double median_ms(uint64_t *v, unsigned n)
 {
-	qsort(v, n, sizeof(v[0]), cmp_u64);
-	return (double)v[n / 2] / 1e6;
+	return (double)median_u64(v, n) / 1e6;
 }
 
 static uint64_t getobs_ms = 50, close_at_ms = 120;
@@ -172,21 +171,11 @@ enum { OPT_GETOBS = 1000, OPT_CLOSE_AT, OPT_BATCHES };
 /* A comma-separated list of batch sizes, each 0 .. 65536. */
 static void parse_sizes(const char *arg)
 {
-	char buf[128];
-	char *save = NULL;
+	unsigned v[MAX_SIZES];
 
-	if (strlen(arg) >= sizeof(buf))
-		bad_usage("--batches: list too long");
-	strcpy(buf, arg);
-	nsizes = 0;
-	for (char *t = strtok_r(buf, ",", &save); t;
-	     t = strtok_r(NULL, ",", &save)) {
-		if (nsizes == MAX_SIZES)
-			bad_usage("--batches: at most %d sizes", MAX_SIZES);
-		sizes[nsizes++] = parse_option("--batches", t, 0, 65536);
-	}
-	if (nsizes == 0)
-		bad_usage("--batches: empty list");
+	nsizes = parse_list("--batches", arg, 0, 65536, v, MAX_SIZES);
+	for (size_t i = 0; i < nsizes; i++)
+		sizes[i] = v[i];
 }
 
 static void own_option(int ch, const char *arg, void *ctx)
@@ -203,7 +192,6 @@ static void own_option(int ch, const char *arg, void *ctx)
 static void measure(struct ds *d, const struct config *c, unsigned reps,
 		    FILE *csv)
 {
-	static const char *const ex[] = { "threaded", "background", "serial" };
 	uint64_t f[BENCH_MAX_REPS], cl[BENCH_MAX_REPS], in[BENCH_MAX_REPS];
 
 	for (unsigned r = 0; r < reps; r++) {
@@ -221,11 +209,12 @@ static void measure(struct ds *d, const struct config *c, unsigned reps,
 	if (c->batchsize)
 		snprintf(batch, sizeof(batch), "%zu", c->batchsize);
 	printf("%-7s %3u %-10s %-7s %9.1f %9.1f %9.1f %9.2f\n", batch,
-	       c->nthreads, ex[c->executor], c->ordered ? "ordered" : "-",
-	       ideal, mf, mc, mi);
+	       c->nthreads, executor_name(c->executor),
+	       c->ordered ? "ordered" : "-", ideal, mf, mc, mi);
 	if (csv)
 		fprintf(csv, "%zu,%u,%s,%d,%llu,%.1f,%.3f,%.3f,%.3f\n",
-			c->batchsize, c->nthreads, ex[c->executor], c->ordered,
+			c->batchsize, c->nthreads, executor_name(c->executor),
+			c->ordered,
 			(unsigned long long)getobs_ms, ideal, mf, mc, mi);
 }
 

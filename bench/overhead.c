@@ -206,13 +206,6 @@ static int noop_getobs(void *ctx, size_t idx, void *obs)
 	return 0;
 }
 
-static const char *executor_name(eachobs_executor ex)
-{
-	return ex == EACHOBS_THREADED	? "threaded"
-	       : ex == EACHOBS_SERIAL ? "serial"
-				      : "background";
-}
-
 static eachobs_iter *start_buf(struct noop *d, size_t obs_size, unsigned p,
 			       eachobs_executor ex, bool ordered,
 			       size_t buffersize)
@@ -263,13 +256,6 @@ static void take_one(eachobs_iter *it, size_t n, bool check_slot)
 			die("index %zu yielded, but its slot holds %zu", idx,
 			    stored);
 	}
-}
-
-/* With an even count, the lower middle: still a time we measured. */
-static uint64_t median_of(uint64_t *v, unsigned k)
-{
-	qsort(v, k, sizeof(v[0]), cmp_u64);
-	return v[(k - 1) / 2];
 }
 
 static void progress(const char *what, unsigned p, const char *ex,
@@ -389,7 +375,7 @@ static void rate_config(const struct out *out, const struct options *o,
 	}
 	csw_per_item = (double)(ctx_switches() - csw) /
 		       ((double)n * o->args.reps);
-	med = median_of(wall, o->args.reps);
+	med = median_u64(wall, o->args.reps);
 	if (n < o->n)
 		snprintf(r.note, sizeof(r.note), "n cut from %zu: slow", o->n);
 	r.test = "noop_rate";
@@ -463,11 +449,11 @@ static void start_config(const struct out *out, unsigned p,
 		close[i] = t2 - t1;
 	}
 	r.test = "first_item";
-	r.median = (double)median_of(first, reps) / 1e3;
+	r.median = (double)median_u64(first, reps) / 1e3;
 	r.best = (double)first[0] / 1e3;
 	emit(out, &r);
 	r.test = "close_busy";
-	r.median = (double)median_of(close, reps) / 1e3;
+	r.median = (double)median_u64(close, reps) / 1e3;
 	r.best = (double)close[0] / 1e3;
 	emit(out, &r);
 }
@@ -540,7 +526,7 @@ static void part_close_sleep(const struct out *out, const struct options *o)
 		if (atomic_load(&d.calls) != calls)
 			die("%s: getobs called after eachobs_close returned",
 			    r.executor);
-		r.median = (double)median_of(close, reps) / NS_PER_MS;
+		r.median = (double)median_u64(close, reps) / NS_PER_MS;
 		r.best = (double)close[0] / NS_PER_MS;
 		/* Close may wait for a getobs that started just before it,
 		 * plus wake-up latency; twice the sleep is clearly more. */

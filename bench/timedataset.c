@@ -301,11 +301,9 @@ static uint64_t run_bare(const struct timedata *d, unsigned nthreads)
 }
 
 /* -1 stands for the bare-threads reference. */
-static const char *executor_name(int ex)
+static const char *ex_name(int ex)
 {
-	if (ex < 0)
-		return "bare-thr";
-	return ex == EACHOBS_THREADED ? "threaded" : "background";
+	return ex < 0 ? "bare-thr" : executor_name((eachobs_executor)ex);
 }
 
 /* Everything that stays fixed while one case runs. */
@@ -325,7 +323,7 @@ static void progress(const struct case_run *cr, unsigned p, int ex,
 {
 	show_progress("[%zu/%zu] n=%zu t=%s P=%u %s %s rep %u/%u",
 		      *cr->done + 1, cr->total, cr->data.n, cr->c->name, p,
-		      executor_name(ex), ordered ? "ordered" : "unordered",
+		      ex_name(ex), ordered ? "ordered" : "unordered",
 		      rep + 1, cr->o->args.reps);
 }
 
@@ -404,7 +402,7 @@ static void print_row(const struct bench_case *c, size_t n, unsigned p,
 		      int ex, bool ordered, const struct result *r)
 {
 	printf("%7zu %6s %5u  %-10s  %-7s %12.2f %12.2f %10.3f %8.3f %6.2f\n",
-	       n, c->name, p, executor_name(ex),
+	       n, c->name, p, ex_name(ex),
 	       ex < 0 ? "-" : ordered ? "yes" : "no", r->median_ms,
 	       r->ideal_ms, r->efficiency, r->vs_bare, r->cores);
 }
@@ -416,7 +414,7 @@ static void csv_row(FILE *csv, const struct bench_case *c, size_t n,
 	fprintf(csv,
 		"%zu,%" PRIu64
 		",%.0f,%u,%s,%d,%u,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.3f,%s\n",
-		n, c->t_ns, t_sleep, p, executor_name(ex), ordered, reps,
+		n, c->t_ns, t_sleep, p, ex_name(ex), ordered, reps,
 		r->median_ms, r->min_ms, r->max_ms, r->ideal_ms, r->efficiency,
 		r->vs_bare, r->cores, cpu ? "cpu" : "sleep");
 }
@@ -439,9 +437,9 @@ static struct result run_config(struct case_run *cr, unsigned p, int ex,
 	}
 	/* The loader's CPU beside bare threads' doing the same sleeps. */
 	r.cores = sum ? (double)cpu / (double)sum : 0;
-	qsort(wall, reps, sizeof(wall[0]), cmp_u64);
-	/* With an even count, the lower middle: still a time we measured. */
-	r.median_ms = (double)wall[(reps - 1) / 2] / NS_PER_MS;
+	/* median_u64 sorts: wall[0] and wall[reps - 1] are then min and
+	 * max. */
+	r.median_ms = (double)median_u64(wall, reps) / NS_PER_MS;
 	r.min_ms = (double)wall[0] / NS_PER_MS;
 	r.max_ms = (double)wall[reps - 1] / NS_PER_MS;
 	r.ideal_ms = ideal_ns(cr->data.n, p, cr->t_sleep) / NS_PER_MS;

@@ -35,19 +35,12 @@ uint64_t splitmix64(uint64_t *state)
 
 double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	return (double)now_ns() * 1e-9;
 }
 
 void sleep_us(unsigned us)
 {
-	struct timespec ts = { .tv_sec = us / 1000000u,
-			       .tv_nsec = (long)(us % 1000000u) * 1000L };
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
+	sleep_ns((uint64_t)us * 1000u);
 }
 
 /* src/cpus.c; internal, reached through the static test library. */
@@ -56,19 +49,6 @@ unsigned eachobs__default_threads(void);
 unsigned default_nthreads(void)
 {
 	return eachobs__default_threads();
-}
-
-const char *executor_name(eachobs_executor ex)
-{
-	switch (ex) {
-	case EACHOBS_THREADED:
-		return "THREADED";
-	case EACHOBS_BACKGROUND:
-		return "BACKGROUND";
-	case EACHOBS_SERIAL:
-		return "SERIAL";
-	}
-	return "?";
 }
 
 size_t slot_bound(const eachobs_options *o, size_t obs_size)
@@ -419,21 +399,16 @@ static void check_yield(struct cons *c, const void *obs, size_t idx)
 {
 	struct td *td = c->td;
 	size_t stored;
+	char why[128];
 
 	if (!obs) {
 		cons_err(c, "eachobs_next returned 1 with a NULL observation (idx %zu)", idx);
 		return;
 	}
-	if (idx >= td->n) {
-		cons_err(c, "eachobs_next yielded idx %zu, n = %zu", idx, td->n);
+	if (!check_index(c->seen, td->n, c->ordered, c->yielded, idx, why,
+			 sizeof(why))) {
+		cons_err(c, "%s", why);
 		return;
-	}
-	if (c->ordered && idx != c->yielded)
-		cons_err(c, "ordered: yielded idx %zu where %zu was due", idx, c->yielded);
-	if (c->seen) {
-		if (c->seen[idx])
-			cons_err(c, "idx %zu yielded twice", idx);
-		c->seen[idx] = 1;
 	}
 	if (idx < td->track_n) {
 		void *slot = atomic_load(&td->slot_of[idx]);

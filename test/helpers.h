@@ -21,6 +21,11 @@
 
 #include "eachobs.h"
 
+/* Shared with the benchmarks (bench/): executor_name(), the clocks,
+ * check_index(). */
+#include "support.h"
+#include "support_eachobs.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -140,7 +145,6 @@ void sleep_us(unsigned us);
 /* What nthreads = 0 means without a pool: the CPUs this process may use
  * (src/cpus.c), as eachobs_parallel would count them now. */
 unsigned default_nthreads(void);
-const char *executor_name(eachobs_executor ex);
 /* Upper bound on slots for these options and observations of obs_size
  * bytes, as documented in eachobs.h. */
 size_t slot_bound(const eachobs_options *o, size_t obs_size);

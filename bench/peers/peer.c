@@ -4,38 +4,17 @@
 #define _GNU_SOURCE
 
 #include "peer.h"
-#include "../progress.h"
+#include "progress.h"
 
-#include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define NS_PER_S 1000000000ull
 #define NS_PER_MS 1000000.0
 #define MAX_REPS 100
 
-/* Set once by peer_parse_args, before anything can fail. */
-static const char *prog_name = "peer";
-
-void peer_die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	clear_progress();
-	fprintf(stderr, "%s: ", prog_name);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static void usage(FILE *f)
+static void usage(FILE *f, const char *prog)
 {
 	fprintf(f,
 		"usage: %s [--case sleep|noop|first] [--t-us T] [--n N]\n"
@@ -50,61 +29,7 @@ static void usage(FILE *f)
 		"(first: time to the first item). Repetitions stop once a cell\n"
 		"has used B ms (default 1000). --calibrate prints\n"
 		"t_us,t_sleep_ns, the mean duration of one sleep of T us.\n",
-		prog_name);
-}
-
-/* Print "name: message" and a one-line hint, and exit 2: the command
- * line was wrong. NULL fmt: getopt has already said what. */
-static void bad_usage(const char *fmt, ...)
-	__attribute__((noreturn, format(printf, 1, 2)));
-
-static void bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (fmt) {
-		fprintf(stderr, "%s: ", prog_name);
-		va_start(ap, fmt);
-		vfprintf(stderr, fmt, ap);
-		va_end(ap);
-		fputc('\n', stderr);
-	}
-	fprintf(stderr, "Try '%s --help' for more information.\n", prog_name);
-	exit(2);
-}
-
-static unsigned long long parse_num(const char *name, const char *s,
-				    unsigned long long min,
-				    unsigned long long max)
-{
-	unsigned long long v;
-	char *end;
-
-	if (*s < '0' || *s > '9')
-		goto bad;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno == 0 && *end == '\0' && v >= min && v <= max)
-		return v;
-bad:
-	bad_usage("%s: '%s' is not in %llu..%llu", name, s, min, max);
-}
-
-static size_t parse_list(const char *name, const char *arg, unsigned *out,
-			 unsigned max)
-{
-	char *list = strdup(arg), *save, *tok;
-	size_t count = 0;
-
-	if (list == NULL)
-		peer_die("out of memory");
-	for (save = list; (tok = strsep(&save, ",")) != NULL;) {
-		if (count == PEER_MAX_LIST)
-			bad_usage("%s: at most %d values", name, PEER_MAX_LIST);
-		out[count++] = (unsigned)parse_num(name, tok, 1, max);
-	}
-	free(list);
-	return count;
+		prog);
 }
 
 void peer_parse_args(int argc, char **argv, struct peer_args *a,
@@ -125,7 +50,9 @@ void peer_parse_args(int argc, char **argv, struct peer_args *a,
 	};
 	int ch;
 
-	prog_name = name;
+	/* The name stands for argv0 too: the usage and the hint say
+	 * "peer_tbb", wherever the program is. */
+	bench_set_name(name, name, usage);
 	*a = (struct peer_args){ .kase = PEER_SLEEP,
 				 .t_ns = 100000,
 				 .n = 10000,
@@ -150,33 +77,36 @@ void peer_parse_args(int argc, char **argv, struct peer_args *a,
 					  optarg);
 			break;
 		case 't':
-			a->t_ns = parse_num("--t-us", optarg, 0, 10000000) *
+			a->t_ns = parse_option("--t-us", optarg, 0,
+					      10000000) *
 				  1000u;
 			break;
 		case 'n':
-			a->n = (size_t)parse_num("--n", optarg, 1, 1ull << 32);
+			a->n = (size_t)parse_option("--n", optarg, 1,
+						    1ull << 32);
 			break;
 		case 'p':
-			a->nthreads = parse_list("--threads", optarg,
-						 a->threads, 1024);
+			a->nthreads = parse_list("--threads", optarg, 1, 1024,
+						 a->threads, PEER_MAX_LIST);
 			break;
 		case 'b':
-			a->nbatch = parse_list("--batch", optarg, a->batch,
-					       1u << 20);
+			a->nbatch = parse_list("--batch", optarg, 1, 1u << 20,
+					       a->batch, PEER_MAX_LIST);
 			break;
 		case 'o': a->ordered = true; break;
 		case 'r':
-			a->reps = (unsigned)parse_num("--reps", optarg, 1,
-						      MAX_REPS);
+			a->reps = (unsigned)parse_option("--reps", optarg, 1,
+							 MAX_REPS);
 			break;
 		case 'B':
-			a->budget_ns = parse_num("--budget-ms", optarg, 0,
-						 3600000) *
+			a->budget_ns = parse_option("--budget-ms", optarg, 0,
+						    3600000) *
 				       1000000u;
 			break;
 		case 'C': a->calibrate = true; break;
-		case 'h': usage(stdout); exit(0);
-		default: bad_usage(NULL);
+		case 'h': help_exit();
+		/* '?': getopt has already said what was wrong. */
+		default: hint_exit();
 		}
 	}
 	if (optind < argc)
@@ -190,24 +120,11 @@ void peer_parse_args(int argc, char **argv, struct peer_args *a,
 	}
 }
 
-uint64_t peer_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 size_t peer_getobs(uint64_t t_ns, size_t idx)
 {
-	struct timespec req = { .tv_sec = (time_t)(t_ns / NS_PER_S),
-				.tv_nsec = (long)(t_ns % NS_PER_S) };
-
-	if (t_ns == 0)
-		return idx;
-	/* A signal cuts the sleep short; finish the remainder in req. */
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &req, &req) == EINTR)
-		;
+	/* Its only error is EINTR, which sleep_ns() resumes after. */
+	if (t_ns != 0)
+		sleep_ns(t_ns);
 	return idx;
 }
 
@@ -222,17 +139,17 @@ double peer_calibrate(uint64_t t_ns)
 	k = NS_PER_S / 4 / t_ns;
 	k = k < 3 ? 3 : k > 2000 ? 2000 : k;
 	peer_getobs(t_ns, 0);
-	start = peer_now_ns();
+	start = now_ns();
 	for (uint64_t i = 0; i < k; i++)
 		peer_getobs(t_ns, i);
-	return (double)(peer_now_ns() - start) / (double)k;
+	return (double)(now_ns() - start) / (double)k;
 }
 
 void peer_seen_init(struct peer_seen *s, size_t n, bool ordered)
 {
 	s->seen = calloc(n ? n : 1, 1);
 	if (s->seen == NULL)
-		peer_die("out of memory for %zu seen flags", n);
+		die("out of memory for %zu seen flags", n);
 	s->n = n;
 	s->count = 0;
 	s->ordered = ordered;
@@ -240,22 +157,19 @@ void peer_seen_init(struct peer_seen *s, size_t n, bool ordered)
 
 void peer_seen_take(struct peer_seen *s, size_t idx)
 {
-	if (idx >= s->n)
-		peer_die("index %zu yielded, but n is %zu", idx, s->n);
-	if (s->seen[idx])
-		peer_die("index %zu yielded twice", idx);
-	if (s->ordered && idx != s->count)
-		peer_die("ordered: index %zu yielded at position %zu", idx,
-			 s->count);
-	s->seen[idx] = 1;
+	char why[128];
+
+	if (!check_index(s->seen, s->n, s->ordered, s->count, idx, why,
+			 sizeof(why)))
+		die("%s", why);
 	s->count++;
 }
 
 void peer_seen_done(struct peer_seen *s)
 {
 	if (s->count != s->n)
-		peer_die("the loader ended after %zu of %zu observations",
-			 s->count, s->n);
+		die("the loader ended after %zu of %zu observations",
+		    s->count, s->n);
 	peer_seen_free(s);
 }
 
@@ -272,16 +186,9 @@ uint64_t peer_seen_finish(struct peer_seen *s, bool first, uint64_t t_first,
 		peer_seen_free(s);
 		return t_first;
 	}
-	uint64_t t = peer_now_ns() - t0;
+	uint64_t t = now_ns() - t0;
 	peer_seen_done(s);
 	return t;
-}
-
-static int cmp_u64(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-
-	return (a > b) - (a < b);
 }
 
 static const char *case_name(enum peer_case c)
@@ -293,7 +200,7 @@ static void measure_cell(const struct peer_args *a, const char *peer,
 			 const char *variant, unsigned p, unsigned batch,
 			 const char *note, peer_run_fn *fn, void *ctx)
 {
-	uint64_t t[MAX_REPS], used = 0;
+	uint64_t t[MAX_REPS], used = 0, median;
 	unsigned reps = 0;
 	char b[32] = "";
 
@@ -305,12 +212,13 @@ static void measure_cell(const struct peer_args *a, const char *peer,
 		t[reps] = fn(a, p, batch, ctx);
 		used += t[reps++];
 	}
-	qsort(t, reps, sizeof(t[0]), cmp_u64);
+	/* median_u64 sorts: t[0] and t[reps - 1] are then min and max. */
+	median = median_u64(t, reps);
 	clear_progress();
 	printf("%s,%s,%s,%llu,%u,%zu,%u,%d,%u,%.4f,%.4f,%.4f,%s\n", peer,
 	       variant, case_name(a->kase),
 	       (unsigned long long)(a->t_ns / 1000), p, a->n, batch,
-	       a->ordered, reps, (double)t[(reps - 1) / 2] / NS_PER_MS,
+	       a->ordered, reps, (double)median / NS_PER_MS,
 	       (double)t[0] / NS_PER_MS, (double)t[reps - 1] / NS_PER_MS,
 	       note);
 	fflush(stdout);

@@ -30,6 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The exits, options, clocks, medians and index check that the tests and
+ * the benchmarks use too; plain C, without eachobs. */
+#include "support.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -52,18 +56,13 @@ struct peer_args {
 	bool calibrate; /* print t_us,t_sleep_ns and exit */
 };
 
-/* Parse argv into *a; --help and bad usage exit. name prefixes errors. */
+/* Parse argv into *a; --help and bad usage exit. name prefixes errors
+ * (support.h's die(), which the peers call too). */
 void peer_parse_args(int argc, char **argv, struct peer_args *a,
 		     const char *name);
 
-/* Print "name: message" on stderr and exit 1. */
-void peer_die(const char *fmt, ...)
-	__attribute__((noreturn, format(printf, 1, 2)));
-
-uint64_t peer_now_ns(void);
-
 /* The getobs every peer calls: sleep t_ns (nothing for 0) and return idx.
- * clock_nanosleep on CLOCK_MONOTONIC, as bench/timedataset does. */
+ * support.h's sleep_ns(), as bench/timedataset's getobs. */
 size_t peer_getobs(uint64_t t_ns, size_t idx);
 
 /* Mean duration of one peer_getobs(t_ns) on this thread. */

@@ -42,21 +42,21 @@ static uint64_t run(const struct peer_args *a, unsigned p, unsigned batch,
 	(void)batch;
 	(void)arg;
 	if (th == NULL)
-		peer_die("out of memory");
+		die("out of memory");
 	if (a->kase == PEER_FIRST)
-		peer_die("no first-item case: nothing is handed over");
+		die("no first-item case: nothing is handed over");
 	atomic_init(&b.next, 0);
 	atomic_init(&b.done, 0);
-	t0 = peer_now_ns();
+	t0 = now_ns();
 	for (unsigned i = 0; i < p; i++)
 		if (pthread_create(&th[i], NULL, worker, &b) != 0)
-			peer_die("pthread_create failed");
+			die("pthread_create failed");
 	for (unsigned i = 0; i < p; i++)
 		pthread_join(th[i], NULL);
-	uint64_t t = peer_now_ns() - t0;
+	uint64_t t = now_ns() - t0;
 	if (atomic_load(&b.done) != a->n)
-		peer_die("%zu of %zu getobs calls ran", atomic_load(&b.done),
-			 a->n);
+		die("%zu of %zu getobs calls ran", atomic_load(&b.done),
+		    a->n);
 	free(th);
 	return t;
 }

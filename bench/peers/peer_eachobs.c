@@ -45,8 +45,8 @@ static void take(struct peer_seen *s, const void *obs, size_t idx)
 
 	memcpy(&stored, obs, sizeof(stored));
 	if (stored != idx)
-		peer_die("index %zu yielded, but its slot holds %zu", idx,
-			 stored);
+		die("index %zu yielded, but its slot holds %zu", idx,
+		    stored);
 	peer_seen_take(s, idx);
 }
 
@@ -93,17 +93,17 @@ static uint64_t run(const struct peer_args *a, unsigned p, unsigned batch,
 
 	(void)batch;
 	peer_seen_init(&s, a->n, a->ordered);
-	t0 = peer_now_ns();
+	t0 = now_ns();
 	rc = eachobs_parallel(&it, &data, &opts);
 	if (rc < 0)
-		peer_die("eachobs_parallel: %s", eachobs_strerror(rc));
+		die("eachobs_parallel: %s", eachobs_strerror(rc));
 	while ((rc = next(it, c->batchsize, &s, &idx)) == 1)
 		if (a->kase == PEER_FIRST)
 			break;
-	t = peer_now_ns() - t0;
+	t = now_ns() - t0;
 	if (a->kase != PEER_FIRST && rc < 0)
-		peer_die("eachobs_next (index %zu): %s", idx,
-			 eachobs_strerror(rc));
+		die("eachobs_next (index %zu): %s", idx,
+		    eachobs_strerror(rc));
 	eachobs_close(it);
 	return peer_seen_finish(&s, a->kase == PEER_FIRST, t, t0);
 }
@@ -122,7 +122,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < a.nthreads; i++)
 		most = a.threads[i] > most ? a.threads[i] : most;
 	if (eachobs_pool_create(&c.pool, most) < 0)
-		peer_die("eachobs_pool_create failed");
+		die("eachobs_pool_create failed");
 	peer_measure(&a, "eachobs", "pool", false, "", run, &c);
 	eachobs_pool_destroy(c.pool);
 	c.pool = NULL;

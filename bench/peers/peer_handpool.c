@@ -84,20 +84,20 @@ static uint64_t run(const struct peer_args *a, unsigned p, unsigned batch,
 	(void)arg;
 	pl.q = malloc(pl.cap * sizeof(*pl.q));
 	if (th == NULL || pl.q == NULL)
-		peer_die("out of memory");
+		die("out of memory");
 	peer_seen_init(&s, a->n, false);
 	atomic_init(&pl.next, 0);
-	t0 = peer_now_ns();
+	t0 = now_ns();
 	pthread_mutex_init(&pl.mu, NULL);
 	pthread_cond_init(&pl.not_empty, NULL);
 	pthread_cond_init(&pl.not_full, NULL);
 	for (unsigned i = 0; i < p; i++)
 		if (pthread_create(&th[i], NULL, worker, &pl) != 0)
-			peer_die("pthread_create failed");
+			die("pthread_create failed");
 	while (pop(&pl, &v)) {
 		peer_seen_take(&s, v);
 		if (a->kase == PEER_FIRST) {
-			t = peer_now_ns() - t0;
+			t = now_ns() - t0;
 			pthread_mutex_lock(&pl.mu);
 			pl.stop = true;
 			pthread_cond_broadcast(&pl.not_full);

@@ -38,7 +38,7 @@ uint64_t run(const peer_args *a, unsigned p, unsigned batch, void *)
 	uint64_t t0, t = 0;
 
 	peer_seen_init(&s, a->n, a->ordered);
-	t0 = peer_now_ns();
+	t0 = now_ns();
 	{
 		auto loader = torch::data::make_data_loader<
 			torch::data::samplers::SequentialSampler>(
@@ -50,7 +50,7 @@ uint64_t run(const peer_args *a, unsigned p, unsigned batch, void *)
 			for (size_t v : b)
 				peer_seen_take(&s, v);
 			if (first) {
-				t = peer_now_ns() - t0;
+				t = now_ns() - t0;
 				break;
 			}
 		}

@@ -37,7 +37,7 @@ uint64_t run(const peer_args *a, unsigned p, unsigned batch, void *)
 	uint64_t t0, t = 0;
 
 	peer_seen_init(&s, a->n, a->ordered);
-	t0 = peer_now_ns();
+	t0 = now_ns();
 	arena.execute([&] {
 		tbb::parallel_pipeline(
 			tokens,
@@ -64,7 +64,7 @@ uint64_t run(const peer_args *a, unsigned p, unsigned batch, void *)
 							return;
 						peer_seen_take(&s, v);
 						if (first) {
-							t = peer_now_ns() - t0;
+							t = now_ns() - t0;
 							stop.store(true, std::memory_order_relaxed);
 						}
 					}));
