@@ -2,6 +2,7 @@
 #include "helpers.h"
 
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -554,6 +555,19 @@ void point_name(const struct point *p, char *buf, size_t len)
 		 p->pool ? " pool" : "");
 }
 
+/* The points of executor ex and ordering `ordered`, in a fixed order. */
+static void points_of(eachobs_executor ex, bool ordered, const size_t *sizes,
+		      size_t nsizes, eachobs_pool *pool,
+		      void (*f)(const struct point *, eachobs_pool *))
+{
+	for (size_t s = 0; s < nsizes; s++)
+		for (unsigned h = 0; h <= 2; h += 2)
+			for (int pl = 0; pl < 2; pl++) {
+				struct point p = { ex, ordered, sizes[s], h, pl };
+				f(&p, pool);
+			}
+}
+
 int points_each(const size_t *sizes, size_t nsizes, unsigned pool_threads,
 		void (*f)(const struct point *, eachobs_pool *))
 {
@@ -563,14 +577,56 @@ int points_each(const size_t *sizes, size_t nsizes, unsigned pool_threads,
 		return -1;
 	for (size_t e = 0; e < NEXECUTORS; e++)
 		for (int o = 0; o < 2; o++)
-			for (size_t s = 0; s < nsizes; s++)
-				for (unsigned h = 0; h <= 2; h += 2)
-					for (int pl = 0; pl < 2; pl++) {
-						struct point p = {
-							executors[e], o,
-							sizes[s], h, pl };
-						f(&p, pool);
-					}
+			points_of(executors[e], o, sizes, nsizes, pool, f);
 	eachobs_pool_destroy(pool);
 	return 0;
+}
+
+int points_of_mode(const struct mode *m, const size_t *sizes, size_t nsizes,
+		   unsigned pool_threads,
+		   void (*f)(const struct point *, eachobs_pool *))
+{
+	eachobs_pool *pool;
+
+	if (eachobs_pool_create(&pool, pool_threads) != 0)
+		return -1;
+	points_of(m->executor, m->ordered, sizes, nsizes, pool, f);
+	eachobs_pool_destroy(pool);
+	return 0;
+}
+
+/* ---- the modes ----------------------------------------------------- */
+
+/* The modes with workers first, so that worker_mode_params is a prefix. */
+static const struct mode modes[] = {
+	{ EACHOBS_THREADED, false },
+	{ EACHOBS_THREADED, true },
+	{ EACHOBS_BACKGROUND, false },
+	{ EACHOBS_BACKGROUND, true },
+	{ EACHOBS_SERIAL, true },
+};
+#define NMODES (sizeof(modes) / sizeof(modes[0]))
+#define NWORKER_MODES (NMODES - 1)
+
+struct criterion_test_params mode_params(void)
+{
+	return cr_make_param_array(struct mode, modes, NMODES);
+}
+
+struct criterion_test_params worker_mode_params(void)
+{
+	return cr_make_param_array(struct mode, modes, NWORKER_MODES);
+}
+
+const char *mode_name(const struct mode *m)
+{
+	switch (m->executor) {
+	case EACHOBS_THREADED:
+		return m->ordered ? "THREADED ordered" : "THREADED";
+	case EACHOBS_BACKGROUND:
+		return m->ordered ? "BACKGROUND ordered" : "BACKGROUND";
+	case EACHOBS_SERIAL:
+		return "SERIAL";
+	}
+	return "?";
 }

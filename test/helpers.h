@@ -185,6 +185,45 @@ int points_each(const size_t *sizes, size_t nsizes, unsigned pool_threads,
 extern const eachobs_executor executors[];
 #define NEXECUTORS 3
 
+/*
+ * The modes a promise is checked in, as the one parameter of a Criterion
+ * parameterized test; each mode runs in a process of its own and passes
+ * or fails on its own:
+ *
+ *   ParameterizedTestParameters(suite, name) { return mode_params(); }
+ *   ParameterizedTest(const struct mode *m, suite, name) { ... }
+ *
+ * THREADED and BACKGROUND, each unordered and ordered, then SERIAL. SERIAL
+ * is one mode, not two: the library reads .ordered only for the executors
+ * with workers (src/start.c), and SERIAL yields in index order either way.
+ * Its entry says ordered, so that a test whose checks depend on `ordered`
+ * (the order, the reorder window) holds SERIAL to them as well; SERIAL
+ * with the default, ordered = false, is started by the tests that name
+ * it (next::serial_yields_in_index_order_even_when_unordered, ...).
+ * Plain data, no pointers: each entry must mean the same in the process
+ * that runs the test as in the runner that listed it.
+ */
+struct mode {
+	eachobs_executor executor;
+	bool ordered;
+};
+/* Criterion's parameter list: the callers include
+ * <criterion/parameterized.h>, which defines it. */
+struct criterion_test_params;
+/* All five modes. */
+struct criterion_test_params mode_params(void);
+/* The four with worker threads (SERIAL left out), for promises about
+ * workers. */
+struct criterion_test_params worker_mode_params(void);
+/* "THREADED", "BACKGROUND ordered", "SERIAL", ..., for messages. */
+const char *mode_name(const struct mode *m);
+/* points_each for the points of one mode: every batchsize from sizes,
+ * hold 0 and 2, without and with a pool of pool_threads threads, which
+ * every point with .pool shares. */
+int points_of_mode(const struct mode *m, const size_t *sizes, size_t nsizes,
+		   unsigned pool_threads,
+		   void (*f)(const struct point *, eachobs_pool *));
+
 /* Threads of the test process when the running test started. */
 extern int threads_base;
 

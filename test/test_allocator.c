@@ -11,6 +11,7 @@
 #include "helpers.h"
 
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -146,22 +147,27 @@ static void run(struct counting *c, eachobs_executor ex, bool ordered,
 	cr_assert_eq(c->live, 0, "%u blocks not given back", c->live);
 }
 
-Test(allocator, every_item_lives_in_its_blocks_and_every_block_goes_back)
+ParameterizedTestParameters(allocator,
+			    every_item_lives_in_its_blocks_and_every_block_goes_back)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, allocator,
+		  every_item_lives_in_its_blocks_and_every_block_goes_back)
 {
 	eachobs_pool *pool;
 
 	cr_assert_eq(eachobs_pool_create(&pool, 2), 0);
-	for (size_t e = 0; e < NEXECUTORS; e++)
-		for (int o = 0; o < 2; o++)
-			for (size_t bs = 0; bs <= 8; bs += 8)
-				for (unsigned h = 0; h <= 2; h += 2)
-					for (int pl = 0; pl < 2; pl++) {
-						struct counting c = {
-							.lock = PTHREAD_MUTEX_INITIALIZER,
-							.fail_at = -1 };
-						run(&c, executors[e], o, bs, h,
-						    pl ? pool : NULL);
-					}
+	for (size_t bs = 0; bs <= 8; bs += 8)
+		for (unsigned h = 0; h <= 2; h += 2)
+			for (int pl = 0; pl < 2; pl++) {
+				struct counting c = {
+					.lock = PTHREAD_MUTEX_INITIALIZER,
+					.fail_at = -1 };
+				run(&c, m->executor, m->ordered, bs, h,
+				    pl ? pool : NULL);
+			}
 	eachobs_pool_destroy(pool);
 }
 

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "api_helpers.h"
 
+#include <criterion/parameterized.h>
 #include <ctype.h>
 #include <limits.h>
 
@@ -181,33 +182,35 @@ Test(start, null_options_mean_defaults)
 	td_fini(&td);
 }
 
-Test(start, calls_numobs_once_on_the_calling_thread)
+ParameterizedTestParameters(start, calls_numobs_once_on_the_calling_thread)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered,
-					      .nthreads = 3 };
-			struct td td;
-			struct cons c;
-			char label[160];
+	return mode_params();
+}
 
-			label_of(label, sizeof(label), &o, 200);
-			td_init(&td, 200, 8, 200);
-			cons_init(&c, start(&td, &o, label), &td, false);
-			cr_assert_eq(atomic_load(&td.numobs_calls), 1,
-				     "%s: numobs called %ld times by eachobs_parallel",
-				     label, atomic_load(&td.numobs_calls));
-			cr_assert_eq(atomic_load(&td.numobs_off_creator), 0,
-				     "%s: numobs ran on another thread", label);
-			drain(&c, SIZE_MAX, label);
-			finish(&c, label);
-			cr_assert_eq(atomic_load(&td.numobs_calls), 1,
-				     "%s: numobs called %ld times in all", label,
-				     atomic_load(&td.numobs_calls));
-			td_fini(&td);
-		}
-	}
+ParameterizedTest(const struct mode *m, start,
+		  calls_numobs_once_on_the_calling_thread)
+{
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered,
+			      .nthreads = 3 };
+	struct td td;
+	struct cons c;
+	char label[160];
+
+	label_of(label, sizeof(label), &o, 200);
+	td_init(&td, 200, 8, 200);
+	cons_init(&c, start(&td, &o, label), &td, false);
+	cr_assert_eq(atomic_load(&td.numobs_calls), 1,
+		     "%s: numobs called %ld times by eachobs_parallel",
+		     label, atomic_load(&td.numobs_calls));
+	cr_assert_eq(atomic_load(&td.numobs_off_creator), 0,
+		     "%s: numobs ran on another thread", label);
+	drain(&c, SIZE_MAX, label);
+	finish(&c, label);
+	cr_assert_eq(atomic_load(&td.numobs_calls), 1,
+		     "%s: numobs called %ld times in all", label,
+		     atomic_load(&td.numobs_calls));
+	td_fini(&td);
 }
 
 static int trap_getobs(void *ctx, size_t idx, void *obs)
@@ -298,45 +301,50 @@ static long few_of_many(size_t n, const eachobs_options *o, size_t few)
 	return live;
 }
 
-Test(memory, starts_over_2_pow_40_observations_in_constant_memory)
+ParameterizedTestParameters(memory,
+			    starts_over_2_pow_40_observations_in_constant_memory)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, memory,
+		  starts_over_2_pow_40_observations_in_constant_memory)
 {
 	size_t basesizes[] = { 0, 1, 1000 };
 
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			for (size_t b = 0; b < 3; b++) {
-				eachobs_options o = { .executor = executors[e],
-						      .ordered = ordered,
-						      .nthreads = 4,
-						      .buffersize = 8,
-						      .basesize = basesizes[b] };
-				long small = few_of_many(1000, &o, 50);
-				long big = few_of_many((size_t)1 << 40, &o, 50);
+	for (size_t b = 0; b < 3; b++) {
+		eachobs_options o = { .executor = m->executor,
+				      .ordered = m->ordered,
+				      .nthreads = 4,
+				      .buffersize = 8,
+				      .basesize = basesizes[b] };
+		long small = few_of_many(1000, &o, 50);
+		long big = few_of_many((size_t)1 << 40, &o, 50);
 
-				cr_assert_leq(big, small + 8,
-					      "executor=%s ordered=%d basesize=%zu: "
-					      "%ld allocations for n = 2^40, %ld for n = 1000",
-					      executor_name(o.executor), ordered,
-					      o.basesize, big, small);
-			}
-		}
+		cr_assert_leq(big, small + 8,
+			      "executor=%s ordered=%d basesize=%zu: "
+			      "%ld allocations for n = 2^40, %ld for n = 1000",
+			      executor_name(o.executor), m->ordered,
+			      o.basesize, big, small);
 	}
 }
 
-Test(memory, starts_over_size_max_observations)
+ParameterizedTestParameters(memory, starts_over_size_max_observations)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered,
-					      .nthreads = 4,
-					      .buffersize = 8 };
+	return mode_params();
+}
 
-			few_of_many(SIZE_MAX, &o, 50);
-			o.basesize = 1;
-			few_of_many(SIZE_MAX, &o, 50);
-		}
-	}
+ParameterizedTest(const struct mode *m, memory,
+		  starts_over_size_max_observations)
+{
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered,
+			      .nthreads = 4,
+			      .buffersize = 8 };
+
+	few_of_many(SIZE_MAX, &o, 50);
+	o.basesize = 1;
+	few_of_many(SIZE_MAX, &o, 50);
 }
 
 /* ---- eachobs_next --------------------------------------------------- */
@@ -352,54 +360,58 @@ Test(next, rejects_null_iterator)
 	cr_assert_eq(rc, -EINVAL, "eachobs_next(NULL, NULL, NULL) returned %d", rc);
 }
 
-Test(next, empty_dataset_ends_at_once_and_again)
+ParameterizedTestParameters(next, empty_dataset_ends_at_once_and_again)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered,
-					      .nthreads = 4 };
-			struct td td;
-			struct cons c;
-			char label[160];
-
-			label_of(label, sizeof(label), &o, 0);
-			td_init(&td, 0, 16, 0);
-			cons_init(&c, start(&td, &o, label), &td, true);
-			for (int i = 0; i < 3; i++) {
-				int rc = cons_next(&c, NULL, NULL);
-
-				cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
-				cr_assert_eq(rc, 0, "%s: call %d returned %d", label, i, rc);
-			}
-			finish(&c, label);
-			cr_assert_eq(atomic_load(&td.getobs_calls), 0, "%s: getobs ran", label);
-			cr_assert_eq(atomic_load(&td.numobs_calls), 1, "%s", label);
-			td_fini(&td);
-		}
-	}
+	return mode_params();
 }
 
-Test(next, calls_getobs_exactly_once_per_index)
+ParameterizedTest(const struct mode *m, next,
+		  empty_dataset_ends_at_once_and_again)
+{
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered,
+			      .nthreads = 4 };
+	struct td td;
+	struct cons c;
+	char label[160];
+
+	label_of(label, sizeof(label), &o, 0);
+	td_init(&td, 0, 16, 0);
+	cons_init(&c, start(&td, &o, label), &td, true);
+	for (int i = 0; i < 3; i++) {
+		int rc = cons_next(&c, NULL, NULL);
+
+		cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
+		cr_assert_eq(rc, 0, "%s: call %d returned %d", label, i, rc);
+	}
+	finish(&c, label);
+	cr_assert_eq(atomic_load(&td.getobs_calls), 0, "%s: getobs ran", label);
+	cr_assert_eq(atomic_load(&td.numobs_calls), 1, "%s", label);
+	td_fini(&td);
+}
+
+ParameterizedTestParameters(next, calls_getobs_exactly_once_per_index)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, next,
+		  calls_getobs_exactly_once_per_index)
 {
 	size_t sizes[] = { 1, 2, 5, 999 };
 
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			for (size_t s = 0; s < 4; s++) {
-				eachobs_options o = { .executor = executors[e],
-						      .ordered = ordered,
-						      .nthreads = 3,
-						      .buffersize = 4 };
-				struct td td;
-				char label[160];
+	for (size_t s = 0; s < 4; s++) {
+		eachobs_options o = { .executor = m->executor,
+				      .ordered = m->ordered,
+				      .nthreads = 3,
+				      .buffersize = 4 };
+		struct td td;
+		char label[160];
 
-				label_of(label, sizeof(label), &o, sizes[s]);
-				td_init(&td, sizes[s], 72, sizes[s]);
-				full_iteration(&td, &o, label);
-				td_fini(&td);
-			}
-		}
+		label_of(label, sizeof(label), &o, sizes[s]);
+		td_init(&td, sizes[s], 72, sizes[s]);
+		full_iteration(&td, &o, label);
+		td_fini(&td);
 	}
 }
 
@@ -431,33 +443,34 @@ Test(next, serial_yields_in_index_order_even_when_unordered)
 	td_fini(&td);
 }
 
-Test(next, returns_end_again_after_the_end)
+ParameterizedTestParameters(next, returns_end_again_after_the_end)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered,
-					      .nthreads = 2 };
-			struct td td;
-			struct cons c;
-			char label[160];
+	return mode_params();
+}
 
-			label_of(label, sizeof(label), &o, 100);
-			td_init(&td, 100, 8, 100);
-			cons_init(&c, start(&td, &o, label), &td, false);
-			cr_assert_eq(drain(&c, SIZE_MAX, label), 0, "%s", label);
-			for (int i = 0; i < 5; i++) {
-				int rc = cons_next(&c, NULL, NULL);
+ParameterizedTest(const struct mode *m, next, returns_end_again_after_the_end)
+{
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered,
+			      .nthreads = 2 };
+	struct td td;
+	struct cons c;
+	char label[160];
 
-				cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
-				cr_assert_eq(rc, 0, "%s: call %d after the end returned %d",
-					     label, i, rc);
-			}
-			cr_assert_eq(atomic_load(&td.getobs_calls), 100, "%s", label);
-			finish(&c, label);
-			td_fini(&td);
-		}
+	label_of(label, sizeof(label), &o, 100);
+	td_init(&td, 100, 8, 100);
+	cons_init(&c, start(&td, &o, label), &td, false);
+	cr_assert_eq(drain(&c, SIZE_MAX, label), 0, "%s", label);
+	for (int i = 0; i < 5; i++) {
+		int rc = cons_next(&c, NULL, NULL);
+
+		cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
+		cr_assert_eq(rc, 0, "%s: call %d after the end returned %d",
+			     label, i, rc);
 	}
+	cr_assert_eq(atomic_load(&td.getobs_calls), 100, "%s", label);
+	finish(&c, label);
+	td_fini(&td);
 }
 
 Test(next, accepts_null_outputs)
@@ -484,77 +497,82 @@ Test(next, accepts_null_outputs)
 	}
 }
 
-Test(next, yields_the_slot_getobs_wrote_without_a_copy)
+ParameterizedTestParameters(next, yields_the_slot_getobs_wrote_without_a_copy)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered,
-					      .nthreads = 3,
-					      .buffersize = 5 };
-			const void *distinct[64];
-			size_t ndistinct = 0;
-			struct td td;
-			struct cons c;
-			char label[160];
-			const void *obs;
-			int rc;
-
-			label_of(label, sizeof(label), &o, 1000);
-			td_init(&td, 1000, 100, 1000);
-			cons_init(&c, start(&td, &o, label), &td, false);
-			/* cons_next checks that each yielded pointer is the one
-			 * getobs wrote; here also count the distinct slots. */
-			while ((rc = cons_next(&c, &obs, NULL)) == 1) {
-				size_t k;
-
-				cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
-				for (k = 0; k < ndistinct && distinct[k] != obs; k++)
-					;
-				if (k == ndistinct) {
-					cr_assert_lt(ndistinct, slot_bound(&o, td.obs_size),
-						     "%s: more than %zu distinct slots", label,
-						     slot_bound(&o, td.obs_size));
-					distinct[ndistinct++] = obs;
-				}
-			}
-			cr_assert_eq(rc, 0, "%s: ended with %d; %s", label, rc, c.err);
-			if (executors[e] == EACHOBS_SERIAL)
-				cr_assert_eq(ndistinct, 1, "%s: SERIAL used %zu slots",
-					     label, ndistinct);
-			finish(&c, label);
-			td_fini(&td);
-		}
-	}
+	return mode_params();
 }
 
-Test(next, keeps_the_held_observation_unchanged_until_the_next_call)
+ParameterizedTest(const struct mode *m, next,
+		  yields_the_slot_getobs_wrote_without_a_copy)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered,
-					      .nthreads = 4,
-					      .buffersize = 2 };
-			struct td td;
-			struct cons c;
-			char label[160];
-			int rc;
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered,
+			      .nthreads = 3,
+			      .buffersize = 5 };
+	const void *distinct[64];
+	size_t ndistinct = 0;
+	struct td td;
+	struct cons c;
+	char label[160];
+	const void *obs;
+	int rc;
 
-			label_of(label, sizeof(label), &o, 300);
-			td_init(&td, 300, 256, 300);
-			cons_init(&c, start(&td, &o, label), &td, false);
-			/* A slow consumer gives the workers every chance to
-			 * write into the held slot; cons_next compares its bytes
-			 * with the pattern again before letting go of it. */
-			while ((rc = cons_next(&c, NULL, NULL)) == 1) {
-				cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
-				sleep_us(200);
-			}
-			cr_assert_eq(rc, 0, "%s: ended with %d; %s", label, rc, c.err);
-			finish(&c, label);
-			td_fini(&td);
+	label_of(label, sizeof(label), &o, 1000);
+	td_init(&td, 1000, 100, 1000);
+	cons_init(&c, start(&td, &o, label), &td, false);
+	/* cons_next checks that each yielded pointer is the one
+	 * getobs wrote; here also count the distinct slots. */
+	while ((rc = cons_next(&c, &obs, NULL)) == 1) {
+		size_t k;
+
+		cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
+		for (k = 0; k < ndistinct && distinct[k] != obs; k++)
+			;
+		if (k == ndistinct) {
+			cr_assert_lt(ndistinct, slot_bound(&o, td.obs_size),
+				     "%s: more than %zu distinct slots", label,
+				     slot_bound(&o, td.obs_size));
+			distinct[ndistinct++] = obs;
 		}
 	}
+	cr_assert_eq(rc, 0, "%s: ended with %d; %s", label, rc, c.err);
+	if (m->executor == EACHOBS_SERIAL)
+		cr_assert_eq(ndistinct, 1, "%s: SERIAL used %zu slots",
+			     label, ndistinct);
+	finish(&c, label);
+	td_fini(&td);
+}
+
+ParameterizedTestParameters(next,
+			    keeps_the_held_observation_unchanged_until_the_next_call)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, next,
+		  keeps_the_held_observation_unchanged_until_the_next_call)
+{
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered,
+			      .nthreads = 4,
+			      .buffersize = 2 };
+	struct td td;
+	struct cons c;
+	char label[160];
+	int rc;
+
+	label_of(label, sizeof(label), &o, 300);
+	td_init(&td, 300, 256, 300);
+	cons_init(&c, start(&td, &o, label), &td, false);
+	/* A slow consumer gives the workers every chance to
+	 * write into the held slot; cons_next compares its bytes
+	 * with the pattern again before letting go of it. */
+	while ((rc = cons_next(&c, NULL, NULL)) == 1) {
+		cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
+		sleep_us(200);
+	}
+	cr_assert_eq(rc, 0, "%s: ended with %d; %s", label, rc, c.err);
+	finish(&c, label);
+	td_fini(&td);
 }
 

@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
@@ -110,7 +111,14 @@ static int getobs(void *ctx, size_t idx, void *obs)
 
 /* Under taskset -c K (or a launcher's binding), nthreads = 0 starts one
  * worker, not one per CPU of the machine; the buffer follows. */
-Test(cpus, a_default_iterator_under_one_cpu_starts_one_worker)
+ParameterizedTestParameters(cpus,
+			    a_default_iterator_under_one_cpu_starts_one_worker)
+{
+	return worker_mode_params();
+}
+
+ParameterizedTest(const struct mode *m, cpus,
+		  a_default_iterator_under_one_cpu_starts_one_worker)
 {
 	eachobs_dataset data = { NULL, numobs, getobs, sizeof(size_t) };
 	cpu_set_t before, one;
@@ -124,25 +132,21 @@ Test(cpus, a_default_iterator_under_one_cpu_starts_one_worker)
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
 	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
-	for (int e = 0; e < 2; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered };
-			eachobs_iter *it;
-			eachobs_stats st;
-			size_t got = 0;
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered };
+	eachobs_iter *it;
+	eachobs_stats st;
+	size_t got = 0;
 
-			cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
-			while (eachobs_next(it, NULL, NULL) == 1)
-				got++;
-			cr_assert_eq(eachobs_get_stats(it, &st), 0);
-			eachobs_close(it);
-			cr_assert_eq(got, 1000);
-			cr_assert_eq(st.nworkers, 1, "%s, ordered %d: %u workers "
-				     "on one CPU", executor_name(executors[e]),
-				     ordered, st.nworkers);
-		}
-	}
+	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
+	while (eachobs_next(it, NULL, NULL) == 1)
+		got++;
+	cr_assert_eq(eachobs_get_stats(it, &st), 0);
+	eachobs_close(it);
+	cr_assert_eq(got, 1000);
+	cr_assert_eq(st.nworkers, 1, "%s, ordered %d: %u workers "
+		     "on one CPU", executor_name(m->executor),
+		     m->ordered, st.nworkers);
 	cr_assert_eq(sched_setaffinity(0, sizeof(before), &before), 0);
 	cr_assert_eq(eachobs__alloc_live(), 0);
 }

@@ -11,6 +11,7 @@
 #include "helpers.h"
 
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -105,47 +106,49 @@ static void check_values(DLManagedTensor *t, size_t count,
 	}
 }
 
-Test(dlpack, a_tensor_is_the_item_in_place_until_its_deleter_runs)
+ParameterizedTestParameters(dlpack,
+			    a_tensor_is_the_item_in_place_until_its_deleter_runs)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, dlpack,
+		  a_tensor_is_the_item_in_place_until_its_deleter_runs)
 {
 	eachobs_pool *pool;
 
 	cr_assert_eq(eachobs_pool_create(&pool, 2), 0);
-	for (size_t e = 0; e < NEXECUTORS; e++)
-		for (int o = 0; o < 2; o++)
-			for (size_t bs = 0; bs <= 16; bs += 16)
-				for (int pl = 0; pl < 2; pl++) {
-					/* hold 3: two tensors alive, and
-					 * the next item taken meanwhile. */
-					eachobs_iter *it = start(
-						executors[e], o, bs, 3,
-						pl ? pool : NULL, NULL);
-					DLManagedTensor *t[2] = { NULL, NULL }, *n;
-					size_t count[2] = { 0, 0 }, c;
-					unsigned char seen[300] = { 0 };
-					unsigned k = 0;
-					/* Keep the last two alive: the next
-					 * item comes while they are. */
-					while (next_tensor(it, bs, &n, &c) == 1) {
-						if (t[k % 2]) {
-							check_values(t[k % 2],
-								     count[k % 2],
-								     seen);
-							t[k % 2]->deleter(t[k % 2]);
-						}
-						t[k % 2] = n;
-						count[k % 2] = c;
-						k++;
-					}
-					for (int i = 0; i < 2; i++)
-						if (t[i]) {
-							check_values(t[i], count[i],
-								     seen);
-							t[i]->deleter(t[i]);
-						}
-					eachobs_close(it);
-					for (int i = 0; i < 300; i++)
-						cr_assert_eq(seen[i], 1);
+	for (size_t bs = 0; bs <= 16; bs += 16)
+		for (int pl = 0; pl < 2; pl++) {
+			/* hold 3: two tensors alive, and the next item
+			 * taken meanwhile. */
+			eachobs_iter *it = start(m->executor, m->ordered, bs,
+						 3, pl ? pool : NULL, NULL);
+			DLManagedTensor *t[2] = { NULL, NULL }, *n;
+			size_t count[2] = { 0, 0 }, c;
+			unsigned char seen[300] = { 0 };
+			unsigned k = 0;
+			/* Keep the last two alive: the next item comes
+			 * while they are. */
+			while (next_tensor(it, bs, &n, &c) == 1) {
+				if (t[k % 2]) {
+					check_values(t[k % 2], count[k % 2],
+						     seen);
+					t[k % 2]->deleter(t[k % 2]);
 				}
+				t[k % 2] = n;
+				count[k % 2] = c;
+				k++;
+			}
+			for (int i = 0; i < 2; i++)
+				if (t[i]) {
+					check_values(t[i], count[i], seen);
+					t[i]->deleter(t[i]);
+				}
+			eachobs_close(it);
+			for (int i = 0; i < 300; i++)
+				cr_assert_eq(seen[i], 1);
+		}
 	eachobs_pool_destroy(pool);
 }
 
@@ -183,42 +186,43 @@ static void *delete_them(void *arg)
 	return NULL;
 }
 
-Test(dlpack, deleters_on_another_thread_give_items_back_while_iterating)
+ParameterizedTestParameters(dlpack,
+			    deleters_on_another_thread_give_items_back_while_iterating)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int o = 0; o < 2; o++) {
-			struct queue q = { .lock = PTHREAD_MUTEX_INITIALIZER,
-					   .cond = PTHREAD_COND_INITIALIZER };
-			eachobs_iter *it = start(executors[e], o, 8, 3, NULL,
-						 NULL);
-			pthread_t th;
-			DLManagedTensor *t;
-			size_t c;
-			int rc;
+	return mode_params();
+}
 
-			cr_assert_eq(pthread_create(&th, NULL, delete_them, &q),
-				     0);
-			while ((rc = next_tensor(it, 8, &t, &c)) != 0) {
-				if (rc == -ENOBUFS) { /* all 3 on the device */
-					sched_yield();
-					continue;
-				}
-				pthread_mutex_lock(&q.lock);
-				q.t[q.tail % 64] = t;
-				q.count[q.tail++ % 64] = c;
-				pthread_cond_signal(&q.cond);
-				pthread_mutex_unlock(&q.lock);
-			}
-			pthread_mutex_lock(&q.lock);
-			q.done = true;
-			pthread_cond_signal(&q.cond);
-			pthread_mutex_unlock(&q.lock);
-			pthread_join(th, NULL);
-			eachobs_close(it);
-			for (int i = 0; i < 300; i++)
-				cr_assert_eq(q.seen[i], 1);
+ParameterizedTest(const struct mode *m, dlpack,
+		  deleters_on_another_thread_give_items_back_while_iterating)
+{
+	struct queue q = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			   .cond = PTHREAD_COND_INITIALIZER };
+	eachobs_iter *it = start(m->executor, m->ordered, 8, 3, NULL, NULL);
+	pthread_t th;
+	DLManagedTensor *t;
+	size_t c;
+	int rc;
+
+	cr_assert_eq(pthread_create(&th, NULL, delete_them, &q), 0);
+	while ((rc = next_tensor(it, 8, &t, &c)) != 0) {
+		if (rc == -ENOBUFS) { /* all 3 on the device */
+			sched_yield();
+			continue;
 		}
+		pthread_mutex_lock(&q.lock);
+		q.t[q.tail % 64] = t;
+		q.count[q.tail++ % 64] = c;
+		pthread_cond_signal(&q.cond);
+		pthread_mutex_unlock(&q.lock);
 	}
+	pthread_mutex_lock(&q.lock);
+	q.done = true;
+	pthread_cond_signal(&q.cond);
+	pthread_mutex_unlock(&q.lock);
+	pthread_join(th, NULL);
+	eachobs_close(it);
+	for (int i = 0; i < 300; i++)
+		cr_assert_eq(q.seen[i], 1);
 }
 
 /* The memory outlives the iterator while a tensor is alive, and goes back

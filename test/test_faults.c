@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 
 #include "eachobs.h"
 #include "fault.h"
@@ -126,57 +127,63 @@ static long fail_each_step(void (*arm)(long), int want, size_t n,
 	return -1;
 }
 
-Test(faults, each_failed_allocation_gives_enomem_and_leaves_nothing)
+ParameterizedTestParameters(faults,
+			    each_failed_allocation_gives_enomem_and_leaves_nothing)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, faults,
+		  each_failed_allocation_gives_enomem_and_leaves_nothing)
 {
 	size_t sizes[] = { 0, 1000 };
 	unsigned nthreads[] = { 1, 4 };
 	size_t buffersizes[] = { 0, 1 };
 
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			for (size_t s = 0; s < 2; s++) {
-				for (size_t t = 0; t < 2; t++) {
-					eachobs_options o = { .executor = executors[e],
-							      .ordered = ordered,
-							      .nthreads = nthreads[t],
-							      .buffersize = buffersizes[t] };
-					long k = fail_each_step(eachobs__fault_alloc_after,
-								-ENOMEM, sizes[s], &o,
-								"allocation fault");
+	for (size_t s = 0; s < 2; s++) {
+		for (size_t t = 0; t < 2; t++) {
+			eachobs_options o = { .executor = m->executor,
+					      .ordered = m->ordered,
+					      .nthreads = nthreads[t],
+					      .buffersize = buffersizes[t] };
+			long k = fail_each_step(eachobs__fault_alloc_after,
+						-ENOMEM, sizes[s], &o,
+						"allocation fault");
 
-					/* The iterator itself is allocated through
-					 * the hook, so the first step must fail. */
-					cr_assert_gt(k, 0, "executor=%s ordered=%d n=%zu: start "
-							   "succeeded with the first "
-							   "allocation failing",
-						     executor_name(o.executor), ordered,
-						     sizes[s]);
-				}
-			}
+			/* The iterator itself is allocated through
+			 * the hook, so the first step must fail. */
+			cr_assert_gt(k, 0, "executor=%s ordered=%d n=%zu: start "
+					   "succeeded with the first "
+					   "allocation failing",
+				     executor_name(o.executor), m->ordered,
+				     sizes[s]);
 		}
 	}
 	disarm();
 }
 
-Test(faults, each_failed_thread_creation_gives_eagain_and_joins_the_rest)
+ParameterizedTestParameters(faults,
+			    each_failed_thread_creation_gives_eagain_and_joins_the_rest)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered,
-					      .nthreads = 4 };
-			long k = fail_each_step(eachobs__fault_thread_after, -EAGAIN,
-						1000, &o, "thread creation fault");
+	return mode_params();
+}
 
-			if (executors[e] == EACHOBS_SERIAL)
-				cr_assert_eq(k, 0, "SERIAL ordered=%d: start failed when "
-						   "thread creation failed", ordered);
-			else
-				cr_assert_gt(k, 0, "executor=%s ordered=%d: start succeeded "
-						   "with every thread creation failing",
-					     executor_name(o.executor), ordered);
-		}
-	}
+ParameterizedTest(const struct mode *m, faults,
+		  each_failed_thread_creation_gives_eagain_and_joins_the_rest)
+{
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered,
+			      .nthreads = 4 };
+	long k = fail_each_step(eachobs__fault_thread_after, -EAGAIN,
+				1000, &o, "thread creation fault");
+
+	if (m->executor == EACHOBS_SERIAL)
+		cr_assert_eq(k, 0, "SERIAL ordered=%d: start failed when "
+				   "thread creation failed", m->ordered);
+	else
+		cr_assert_gt(k, 0, "executor=%s ordered=%d: start succeeded "
+				   "with every thread creation failing",
+			     executor_name(o.executor), m->ordered);
 	disarm();
 }
 
@@ -203,31 +210,32 @@ Test(faults, serial_starts_no_threads)
 	}
 }
 
-Test(faults, empty_dataset_starts_no_threads)
+ParameterizedTestParameters(faults, empty_dataset_starts_no_threads)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered,
-					      .nthreads = 8 };
-			eachobs_iter *it = NULL;
-			eachobs_dataset data;
-			struct td td;
-			char label[200];
-			int rc;
+	return mode_params();
+}
 
-			label_of(label, sizeof(label), &o, 0);
-			td_init(&td, 0, 8, 0);
-			data = td_dataset(&td);
-			eachobs__fault_thread_after(0);
-			rc = eachobs_parallel(&it, &data, &o);
-			disarm();
-			cr_assert_eq(rc, 0, "%s: start returned %d with thread creation "
-					    "failing", label, rc);
-			iterate_fully(it, &td, &o, label);
-			td_fini(&td);
-		}
-	}
+ParameterizedTest(const struct mode *m, faults, empty_dataset_starts_no_threads)
+{
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered,
+			      .nthreads = 8 };
+	eachobs_iter *it = NULL;
+	eachobs_dataset data;
+	struct td td;
+	char label[200];
+	int rc;
+
+	label_of(label, sizeof(label), &o, 0);
+	td_init(&td, 0, 8, 0);
+	data = td_dataset(&td);
+	eachobs__fault_thread_after(0);
+	rc = eachobs_parallel(&it, &data, &o);
+	disarm();
+	cr_assert_eq(rc, 0, "%s: start returned %d with thread creation "
+			    "failing", label, rc);
+	iterate_fully(it, &td, &o, label);
+	td_fini(&td);
 }
 
 Test(faults, starts_no_more_threads_than_tasks)
@@ -264,36 +272,38 @@ Test(faults, starts_no_more_threads_than_tasks)
 	}
 }
 
-Test(faults, iteration_and_close_allocate_nothing)
+ParameterizedTestParameters(faults, iteration_and_close_allocate_nothing)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered,
-					      .nthreads = 3,
-					      .buffersize = 2 };
-			eachobs_iter *it = NULL;
-			eachobs_dataset data;
-			struct td td;
-			char label[200];
-			long live;
-			int rc;
+	return mode_params();
+}
 
-			label_of(label, sizeof(label), &o, 500);
-			td_init(&td, 500, 8, 500);
-			data = td_dataset(&td);
-			rc = eachobs_parallel(&it, &data, &o);
-			cr_assert_eq(rc, 0, "%s: start returned %d", label, rc);
-			live = eachobs__alloc_live();
-			/* Memory is fixed at start: any allocation or thread
-			 * creation on the consumer's thread from here on fails,
-			 * and nothing may notice. */
-			eachobs__fault_alloc_after(0);
-			eachobs__fault_thread_after(0);
-			iterate_fully(it, &td, &o, label);
-			disarm();
-			cr_assert_gt(live, 0, "%s: no allocation went through the hook", label);
-			td_fini(&td);
-		}
-	}
+ParameterizedTest(const struct mode *m, faults,
+		  iteration_and_close_allocate_nothing)
+{
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered,
+			      .nthreads = 3,
+			      .buffersize = 2 };
+	eachobs_iter *it = NULL;
+	eachobs_dataset data;
+	struct td td;
+	char label[200];
+	long live;
+	int rc;
+
+	label_of(label, sizeof(label), &o, 500);
+	td_init(&td, 500, 8, 500);
+	data = td_dataset(&td);
+	rc = eachobs_parallel(&it, &data, &o);
+	cr_assert_eq(rc, 0, "%s: start returned %d", label, rc);
+	live = eachobs__alloc_live();
+	/* Memory is fixed at start: any allocation or thread
+	 * creation on the consumer's thread from here on fails,
+	 * and nothing may notice. */
+	eachobs__fault_alloc_after(0);
+	eachobs__fault_thread_after(0);
+	iterate_fully(it, &td, &o, label);
+	disarm();
+	cr_assert_gt(live, 0, "%s: no allocation went through the hook", label);
+	td_fini(&td);
 }

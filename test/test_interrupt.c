@@ -10,6 +10,7 @@
 #include "helpers.h"
 
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -51,13 +52,15 @@ static int gated_getobs(void *ctx, size_t idx, void *obs)
 	return 0;
 }
 
-/* Every point of the option space (helpers.h), batch sizes 0, 8. */
-static void for_each_point(void (*f)(const struct point *, eachobs_pool *))
+/* Every point of mode m in the option space (helpers.h), batch sizes 0,
+ * 8. */
+static void for_each_point(const struct mode *m,
+			   void (*f)(const struct point *, eachobs_pool *))
 {
 	static const size_t sizes[] = { 0, 8 };
 
-	cr_assert_eq(points_each(sizes, sizeof(sizes) / sizeof(sizes[0]), 3,
-				 f), 0, "no pool");
+	cr_assert_eq(points_of_mode(m, sizes, sizeof(sizes) / sizeof(sizes[0]),
+				    3, f), 0, "no pool");
 }
 
 static eachobs_iter *start(struct gated *g, const struct point *p,
@@ -175,9 +178,16 @@ static void before_a_call(const struct point *p, eachobs_pool *pool)
 	finish(it, &g, &s, what);
 }
 
-Test(interrupt, is_answered_by_the_next_call_once_and_not_sticky)
+ParameterizedTestParameters(interrupt,
+			    is_answered_by_the_next_call_once_and_not_sticky)
 {
-	for_each_point(before_a_call);
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, interrupt,
+		  is_answered_by_the_next_call_once_and_not_sticky)
+{
+	for_each_point(m, before_a_call);
 }
 
 /*
@@ -244,9 +254,16 @@ static void while_blocked(const struct point *p, eachobs_pool *pool)
 	finish(it, &g, &s, what);
 }
 
-Test(interrupt, wakes_a_blocked_consumer_and_the_iteration_goes_on)
+ParameterizedTestParameters(interrupt,
+			    wakes_a_blocked_consumer_and_the_iteration_goes_on)
 {
-	for_each_point(while_blocked);
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, interrupt,
+		  wakes_a_blocked_consumer_and_the_iteration_goes_on)
+{
+	for_each_point(m, while_blocked);
 }
 
 /* Interrupts at random moments of a whole run: every index exactly once,
@@ -301,9 +318,15 @@ static void during_a_run(const struct point *p, eachobs_pool *pool)
 	finish(it, &g, &s, what);
 }
 
-Test(interrupt, loses_and_repeats_nothing_during_a_run)
+ParameterizedTestParameters(interrupt, loses_and_repeats_nothing_during_a_run)
 {
-	for_each_point(during_a_run);
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, interrupt,
+		  loses_and_repeats_nothing_during_a_run)
+{
+	for_each_point(m, during_a_run);
 }
 
 Test(interrupt, rejects_null)
@@ -320,52 +343,48 @@ Test(interrupt, rejects_null)
  * returned -EINTR before any batch and the handler ran on the consumer's
  * own thread.
  */
-Test(interrupt, a_sigint_handler_interrupts_a_blocked_consumer)
+ParameterizedTestParameters(interrupt,
+			    a_sigint_handler_interrupts_a_blocked_consumer)
 {
-	static const eachobs_executor exs[] = { EACHOBS_BACKGROUND,
-						EACHOBS_THREADED };
+	return worker_mode_params();
+}
 
-	for (size_t e = 0; e < 2; e++) {
-		for (int o = 0; o < 2; o++) {
-			int fds[2];
-			char c;
-			int status;
+ParameterizedTest(const struct mode *m, interrupt,
+		  a_sigint_handler_interrupts_a_blocked_consumer)
+{
+	int fds[2];
+	char c;
+	int status;
 
-			cr_assert_eq(pipe(fds), 0);
-			pid_t pid = fork();
-			cr_assert_geq(pid, 0);
-			if (pid == 0) {
-				char fd[16];
-				close(fds[0]);
-				snprintf(fd, sizeof(fd), "%d", fds[1]);
-				execl(SIGINT_CHILD, SIGINT_CHILD,
-				      e ? "threaded" : "background",
-				      o ? "ordered" : "unordered", fd, (char *)NULL);
-				_exit(127);
-			}
-			close(fds[1]);
-			cr_assert_eq(read(fds[0], &c, 1), 1, "child not ready");
-			close(fds[0]);
-			cr_assert_eq(kill(pid, SIGINT), 0);
-			/* A deadline, not synchronization. */
-			double t0 = now_s();
-			pid_t w;
-			while ((w = waitpid(pid, &status, WNOHANG)) == 0 &&
-			       now_s() - t0 < 10.0)
-				sleep_us(1000);
-			if (w == 0) {
-				kill(pid, SIGKILL);
-				waitpid(pid, &status, 0);
-			}
-			cr_assert_eq(w, pid, "%s%s: child still blocked 10 s "
-				     "after SIGINT",
-				     executor_name(exs[e]),
-				     o ? " ordered" : "");
-			cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-				  "%s%s: child status %d",
-				  executor_name(exs[e]), o ? " ordered" : "",
-				  WIFEXITED(status) ? WEXITSTATUS(status)
-						    : -WTERMSIG(status));
-		}
+	cr_assert_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char fd[16];
+		close(fds[0]);
+		snprintf(fd, sizeof(fd), "%d", fds[1]);
+		execl(SIGINT_CHILD, SIGINT_CHILD,
+		      m->executor == EACHOBS_THREADED ? "threaded" : "background",
+		      m->ordered ? "ordered" : "unordered", fd, (char *)NULL);
+		_exit(127);
 	}
+	close(fds[1]);
+	cr_assert_eq(read(fds[0], &c, 1), 1, "child not ready");
+	close(fds[0]);
+	cr_assert_eq(kill(pid, SIGINT), 0);
+	/* A deadline, not synchronization. */
+	double t0 = now_s();
+	pid_t w;
+	while ((w = waitpid(pid, &status, WNOHANG)) == 0 &&
+	       now_s() - t0 < 10.0)
+		sleep_us(1000);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	cr_assert_eq(w, pid, "%s: child still blocked 10 s after SIGINT",
+		     mode_name(m));
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "%s: child status %d", mode_name(m),
+		  WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
 }

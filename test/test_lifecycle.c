@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "api_helpers.h"
 
+#include <criterion/parameterized.h>
 #include <ctype.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -75,32 +76,35 @@ static void fail_one(const eachobs_options *o, size_t n, size_t fail_idx,
 	td_fini(&td);
 }
 
-Test(errors, getobs_failure_is_reported_with_its_index_and_sticks)
+ParameterizedTestParameters(errors,
+			    getobs_failure_is_reported_with_its_index_and_sticks)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, errors,
+		  getobs_failure_is_reported_with_its_index_and_sticks)
 {
 	const size_t n = 60;
 	size_t where[] = { 0, n / 2, n - 1 };
 
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			for (size_t w = 0; w < 3; w++) {
-				eachobs_options o = { .executor = executors[e],
-						      .ordered = ordered,
-						      .nthreads = 4,
-						      .buffersize = 4 };
-				struct td td;
-				char label[200];
+	for (size_t w = 0; w < 3; w++) {
+		eachobs_options o = { .executor = m->executor,
+				      .ordered = m->ordered,
+				      .nthreads = 4,
+				      .buffersize = 4 };
+		struct td td;
+		char label[200];
 
-				label_of(label, sizeof(label), &o, n);
-				snprintf(label + strlen(label), sizeof(label) - strlen(label),
-					 " fail_idx=%zu", where[w]);
-				td_init(&td, n, 16, n);
-				td.fail_idx = where[w];
-				td.fail_code = -EIO;
-				td.rand_sleep_us = 100;
-				expect_failure(&td, &o, -EIO, label);
-				td_fini(&td);
-			}
-		}
+		label_of(label, sizeof(label), &o, n);
+		snprintf(label + strlen(label), sizeof(label) - strlen(label),
+			 " fail_idx=%zu", where[w]);
+		td_init(&td, n, 16, n);
+		td.fail_idx = where[w];
+		td.fail_code = -EIO;
+		td.rand_sleep_us = 100;
+		expect_failure(&td, &o, -EIO, label);
+		td_fini(&td);
 	}
 }
 
@@ -127,20 +131,23 @@ Test(errors, ordered_failure_comes_after_every_lower_index)
 	}
 }
 
-Test(errors, positive_getobs_return_is_reported_as_erange)
+ParameterizedTestParameters(errors,
+			    positive_getobs_return_is_reported_as_erange)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, errors,
+		  positive_getobs_return_is_reported_as_erange)
 {
 	int positives[] = { 1, 42, INT_MAX };
 
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			for (size_t p = 0; p < 3; p++) {
-				eachobs_options o = { .executor = executors[e],
-						      .ordered = ordered,
-						      .nthreads = 2 };
+	for (size_t p = 0; p < 3; p++) {
+		eachobs_options o = { .executor = m->executor,
+				      .ordered = m->ordered,
+				      .nthreads = 2 };
 
-				fail_one(&o, 30, 7, positives[p], -ERANGE);
-			}
-		}
+		fail_one(&o, 30, 7, positives[p], -ERANGE);
 	}
 }
 
@@ -208,132 +215,153 @@ Test(close, accepts_null)
 		     "eachobs_close(NULL) changed the thread count");
 }
 
-/* Start, consume `k` observations (or up to the end), close. */
-static void close_after(size_t n, size_t k, size_t fail_idx)
+/* Start in mode m, consume `k` observations (or up to the end), close. */
+static void close_after(const struct mode *m, size_t n, size_t k,
+			size_t fail_idx)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered,
-					      .nthreads = 4,
-					      .buffersize = 3 };
-			struct td td;
-			struct cons c;
-			char label[200];
-			int rc = 1, threads_after;
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered,
+			      .nthreads = 4,
+			      .buffersize = 3 };
+	struct td td;
+	struct cons c;
+	char label[200];
+	int rc = 1, threads_after;
 
-			label_of(label, sizeof(label), &o, n);
-			snprintf(label + strlen(label), sizeof(label) - strlen(label),
-				 " close after %zu", k);
-			td_init(&td, n, 32, n);
-			td.fail_idx = fail_idx;
-			td.fail_code = -EIO;
-			cons_init(&c, start(&td, &o, label), &td, false);
-			while (c.yielded < k && (rc = cons_next(&c, NULL, NULL)) == 1)
-				cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
-			if (fail_idx != TD_NONE)
-				cr_assert_eq(rc, -EIO, "%s: expected the failure, got %d",
-					     label, rc);
-			finish(&c, label);
-			cr_assert_leq(atomic_load(&td.getobs_calls), (long)n, "%s", label);
-			/* close joined every worker; joined threads may take a
-			 * moment to leave /proc, running ones never do. */
-			threads_after = threads_settle(threads_base, 2.0);
-			cr_assert_eq(threads_after, threads_base,
-				     "%s: %d threads before any start, %d after close",
-				     label, threads_base, threads_after);
-			td_fini(&td);
-		}
-	}
+	label_of(label, sizeof(label), &o, n);
+	snprintf(label + strlen(label), sizeof(label) - strlen(label),
+		 " close after %zu", k);
+	td_init(&td, n, 32, n);
+	td.fail_idx = fail_idx;
+	td.fail_code = -EIO;
+	cons_init(&c, start(&td, &o, label), &td, false);
+	while (c.yielded < k && (rc = cons_next(&c, NULL, NULL)) == 1)
+		cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
+	if (fail_idx != TD_NONE)
+		cr_assert_eq(rc, -EIO, "%s: expected the failure, got %d",
+			     label, rc);
+	finish(&c, label);
+	cr_assert_leq(atomic_load(&td.getobs_calls), (long)n, "%s", label);
+	/* close joined every worker; joined threads may take a
+	 * moment to leave /proc, running ones never do. */
+	threads_after = threads_settle(threads_base, 2.0);
+	cr_assert_eq(threads_after, threads_base,
+		     "%s: %d threads before any start, %d after close",
+		     label, threads_base, threads_after);
+	td_fini(&td);
 }
 
-Test(close, works_before_anything_was_consumed)
+ParameterizedTestParameters(close, works_before_anything_was_consumed)
 {
-	close_after(1000, 0, TD_NONE);
+	return mode_params();
 }
 
-Test(close, works_mid_way)
+ParameterizedTest(const struct mode *m, close,
+		  works_before_anything_was_consumed)
 {
-	close_after(1000, 10, TD_NONE);
+	close_after(m, 1000, 0, TD_NONE);
 }
 
-Test(close, works_after_the_end)
+ParameterizedTestParameters(close, works_mid_way)
 {
-	close_after(100, SIZE_MAX, TD_NONE);
+	return mode_params();
 }
 
-Test(close, works_after_an_error)
+ParameterizedTest(const struct mode *m, close, works_mid_way)
 {
-	close_after(100, SIZE_MAX, 42);
+	close_after(m, 1000, 10, TD_NONE);
 }
 
-Test(close, returns_within_about_one_getobs_duration)
+ParameterizedTestParameters(close, works_after_the_end)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, close, works_after_the_end)
+{
+	close_after(m, 100, SIZE_MAX, TD_NONE);
+}
+
+ParameterizedTestParameters(close, works_after_an_error)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, close, works_after_an_error)
+{
+	close_after(m, 100, SIZE_MAX, 42);
+}
+
+ParameterizedTestParameters(close, returns_within_about_one_getobs_duration)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, close,
+		  returns_within_about_one_getobs_duration)
 {
 	/* getobs takes 50 ms; loading what is left would take seconds. */
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			for (size_t k = 0; k < 3; k += 2) {
-				eachobs_options o = { .executor = executors[e],
-						      .ordered = ordered,
-						      .nthreads = 4,
-						      .buffersize = 4 };
-				struct td td;
-				struct cons c;
-				char label[200];
-				double t0, took;
+	for (size_t k = 0; k < 3; k += 2) {
+		eachobs_options o = { .executor = m->executor,
+				      .ordered = m->ordered,
+				      .nthreads = 4,
+				      .buffersize = 4 };
+		struct td td;
+		struct cons c;
+		char label[200];
+		double t0, took;
 
-				label_of(label, sizeof(label), &o, 1000);
-				snprintf(label + strlen(label), sizeof(label) - strlen(label),
-					 " getobs 50 ms, close after %zu", k);
-				td_init(&td, 1000, 8, 1000);
-				td.sleep_us = 50000;
-				cons_init(&c, start(&td, &o, label), &td, false);
-				cr_assert_eq(drain(&c, k, label), 1, "%s", label);
-				t0 = now_s();
-				finish(&c, label);
-				took = now_s() - t0;
-				/* Loading the rest would take 12.5 s; 5 s
-				 * leaves room for valgrind on a busy machine. */
-				cr_assert_lt(took, 5.0, "%s: eachobs_close took %.3f s",
-					     label, took);
-				td_fini(&td);
-			}
-		}
+		label_of(label, sizeof(label), &o, 1000);
+		snprintf(label + strlen(label), sizeof(label) - strlen(label),
+			 " getobs 50 ms, close after %zu", k);
+		td_init(&td, 1000, 8, 1000);
+		td.sleep_us = 50000;
+		cons_init(&c, start(&td, &o, label), &td, false);
+		cr_assert_eq(drain(&c, k, label), 1, "%s", label);
+		t0 = now_s();
+		finish(&c, label);
+		took = now_s() - t0;
+		/* Loading the rest would take 12.5 s; 5 s
+		 * leaves room for valgrind on a busy machine. */
+		cr_assert_lt(took, 5.0, "%s: eachobs_close took %.3f s",
+			     label, took);
+		td_fini(&td);
 	}
 }
 
-Test(close, starts_no_getobs_once_begun)
+ParameterizedTestParameters(close, starts_no_getobs_once_begun)
+{
+	return worker_mode_params();
+}
+
+ParameterizedTest(const struct mode *m, close, starts_no_getobs_once_begun)
 {
 	/* With a large buffer there is room for many more observations when
 	 * close begins. A worker may have passed its last check right before
 	 * close began, so each may start one getobs late; no more. */
-	for (size_t e = 0; e < 2; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			for (size_t k = 0; k < 6; k += 5) {
-				eachobs_options o = { .executor = executors[e],
-						      .ordered = ordered,
-						      .nthreads = 4,
-						      .buffersize = 64 };
-				struct td td;
-				struct cons c;
-				char label[200];
-				long late;
+	for (size_t k = 0; k < 6; k += 5) {
+		eachobs_options o = { .executor = m->executor,
+				      .ordered = m->ordered,
+				      .nthreads = 4,
+				      .buffersize = 64 };
+		struct td td;
+		struct cons c;
+		char label[200];
+		long late;
 
-				label_of(label, sizeof(label), &o, 10000);
-				snprintf(label + strlen(label), sizeof(label) - strlen(label),
-					 " getobs 5 ms, close after %zu", k);
-				td_init(&td, 10000, 8, 10000);
-				td.sleep_us = 5000;
-				cons_init(&c, start(&td, &o, label), &td, false);
-				cr_assert_eq(drain(&c, k, label), 1, "%s", label);
-				finish(&c, label);
-				late = atomic_load(&td.after_closing);
-				cr_assert_leq(late, (long)o.nthreads,
-					      "%s: %ld getobs calls started after "
-					      "eachobs_close began", label, late);
-				td_fini(&td);
-			}
-		}
+		label_of(label, sizeof(label), &o, 10000);
+		snprintf(label + strlen(label), sizeof(label) - strlen(label),
+			 " getobs 5 ms, close after %zu", k);
+		td_init(&td, 10000, 8, 10000);
+		td.sleep_us = 5000;
+		cons_init(&c, start(&td, &o, label), &td, false);
+		cr_assert_eq(drain(&c, k, label), 1, "%s", label);
+		finish(&c, label);
+		late = atomic_load(&td.after_closing);
+		cr_assert_leq(late, (long)o.nthreads,
+			      "%s: %ld getobs calls started after "
+			      "eachobs_close began", label, late);
+		td_fini(&td);
 	}
 }
 
@@ -592,83 +620,88 @@ static void *consume_some(void *arg)
 	return NULL;
 }
 
-Test(threads, consumer_may_move_between_threads)
+ParameterizedTestParameters(threads, consumer_may_move_between_threads)
 {
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			eachobs_options o = { .executor = executors[e],
-					      .ordered = ordered,
-					      .nthreads = 3,
-					      .buffersize = 4 };
-			struct td td;
-			struct cons c;
-			char label[160];
-			size_t stops[] = { 10, 150, SIZE_MAX };
+	return mode_params();
+}
 
-			label_of(label, sizeof(label), &o, 300);
-			td_init(&td, 300, 24, 300);
-			cons_init(&c, start(&td, &o, label), &td,
-				  ordered || executors[e] == EACHOBS_SERIAL);
-			/* Three threads take turns as the one consumer; joining
-			 * one before starting the next orders their calls. */
-			for (int k = 0; k < 3; k++) {
-				struct handover h = { .c = &c, .until = stops[k] };
-				pthread_t t;
+ParameterizedTest(const struct mode *m, threads,
+		  consumer_may_move_between_threads)
+{
+	eachobs_options o = { .executor = m->executor,
+			      .ordered = m->ordered,
+			      .nthreads = 3,
+			      .buffersize = 4 };
+	struct td td;
+	struct cons c;
+	char label[160];
+	size_t stops[] = { 10, 150, SIZE_MAX };
 
-				cr_assert_eq(pthread_create(&t, NULL, consume_some, &h), 0);
-				join_within(t, 30.0, label);
-				cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
-				cr_assert_eq(h.rc, k < 2 ? 1 : 0, "%s: turn %d ended with %d",
-					     label, k, h.rc);
-			}
-			cr_assert(cons_all_seen(&c), "%s: an index was never yielded", label);
-			finish(&c, label);
-			td_fini(&td);
-		}
+	label_of(label, sizeof(label), &o, 300);
+	td_init(&td, 300, 24, 300);
+	cons_init(&c, start(&td, &o, label), &td,
+		  m->ordered || m->executor == EACHOBS_SERIAL);
+	/* Three threads take turns as the one consumer; joining
+	 * one before starting the next orders their calls. */
+	for (int k = 0; k < 3; k++) {
+		struct handover h = { .c = &c, .until = stops[k] };
+		pthread_t t;
+
+		cr_assert_eq(pthread_create(&t, NULL, consume_some, &h), 0);
+		join_within(t, 30.0, label);
+		cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
+		cr_assert_eq(h.rc, k < 2 ? 1 : 0, "%s: turn %d ended with %d",
+			     label, k, h.rc);
 	}
+	cr_assert(cons_all_seen(&c), "%s: an index was never yielded", label);
+	finish(&c, label);
+	td_fini(&td);
 }
 
 /* ---- memory bound --------------------------------------------------- */
 
-Test(memory, live_observations_stay_within_buffersize_plus_nthreads_plus_one)
+ParameterizedTestParameters(memory,
+			    live_observations_stay_within_buffersize_plus_nthreads_plus_one)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, memory,
+		  live_observations_stay_within_buffersize_plus_nthreads_plus_one)
 {
 	unsigned nthreads[] = { 1, 3, 8 };
 	size_t buffersizes[] = { 1, 4, 16 };
 
-	for (size_t e = 0; e < NEXECUTORS; e++) {
-		for (int ordered = 0; ordered < 2; ordered++) {
-			for (size_t k = 0; k < 3; k++) {
-				eachobs_options o = { .executor = executors[e],
-						      .ordered = ordered,
-						      .nthreads = nthreads[k],
-						      .buffersize = buffersizes[2 - k] };
-				struct td td;
-				struct cons c;
-				char label[160];
-				int rc;
+	for (size_t k = 0; k < 3; k++) {
+		eachobs_options o = { .executor = m->executor,
+				      .ordered = m->ordered,
+				      .nthreads = nthreads[k],
+				      .buffersize = buffersizes[2 - k] };
+		struct td td;
+		struct cons c;
+		char label[160];
+		int rc;
 
-				label_of(label, sizeof(label), &o, 2000);
-				td_init(&td, 2000, 64, 2000);
-				td.rand_sleep_us = 50;
-				if (ordered)
-					td.window = slot_bound(&o, td.obs_size);
-				cons_init(&c, start(&td, &o, label), &td, false);
-				/* The consumer pauses now and then so that the
-				 * workers fill every slot they may use. */
-				while ((rc = cons_next(&c, NULL, NULL)) == 1) {
-					cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
-					if (c.yielded % 16 == 0)
-						sleep_us(300);
-				}
-				cr_assert_eq(rc, 0, "%s: ended with %d; %s", label, rc, c.err);
-				finish(&c, label);
-				cr_assert_leq(atomic_load(&td.max_live), (long)slot_bound(&o, td.obs_size),
-					      "%s: %ld observations live at once, bound %zu",
-					      label, atomic_load(&td.max_live),
-					      slot_bound(&o, td.obs_size));
-				td_fini(&td);
-			}
+		label_of(label, sizeof(label), &o, 2000);
+		td_init(&td, 2000, 64, 2000);
+		td.rand_sleep_us = 50;
+		if (m->ordered)
+			td.window = slot_bound(&o, td.obs_size);
+		cons_init(&c, start(&td, &o, label), &td, false);
+		/* The consumer pauses now and then so that the
+		 * workers fill every slot they may use. */
+		while ((rc = cons_next(&c, NULL, NULL)) == 1) {
+			cr_assert(c.err[0] == 0, "%s: %s", label, c.err);
+			if (c.yielded % 16 == 0)
+				sleep_us(300);
 		}
+		cr_assert_eq(rc, 0, "%s: ended with %d; %s", label, rc, c.err);
+		finish(&c, label);
+		cr_assert_leq(atomic_load(&td.max_live), (long)slot_bound(&o, td.obs_size),
+			      "%s: %ld observations live at once, bound %zu",
+			      label, atomic_load(&td.max_live),
+			      slot_bound(&o, td.obs_size));
+		td_fini(&td);
 	}
 }
 
