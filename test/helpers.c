@@ -603,10 +603,11 @@ static const struct mode modes[] = {
 	{ EACHOBS_THREADED, true },
 	{ EACHOBS_BACKGROUND, false },
 	{ EACHOBS_BACKGROUND, true },
+	{ EACHOBS_SERIAL, false },
 	{ EACHOBS_SERIAL, true },
 };
 #define NMODES (sizeof(modes) / sizeof(modes[0]))
-#define NWORKER_MODES (NMODES - 1)
+#define NWORKER_MODES (NMODES - 2)
 
 struct criterion_test_params mode_params(void)
 {
@@ -626,7 +627,7 @@ const char *mode_name(const struct mode *m)
 	case EACHOBS_BACKGROUND:
 		return m->ordered ? "BACKGROUND ordered" : "BACKGROUND";
 	case EACHOBS_SERIAL:
-		return "SERIAL";
+		return m->ordered ? "SERIAL ordered" : "SERIAL";
 	}
 	return "?";
 }

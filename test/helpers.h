@@ -193,13 +193,10 @@ extern const eachobs_executor executors[];
  *   ParameterizedTestParameters(suite, name) { return mode_params(); }
  *   ParameterizedTest(const struct mode *m, suite, name) { ... }
  *
- * THREADED and BACKGROUND, each unordered and ordered, then SERIAL. SERIAL
- * is one mode, not two: the library reads .ordered only for the executors
- * with workers (src/start.c), and SERIAL yields in index order either way.
- * Its entry says ordered, so that a test whose checks depend on `ordered`
- * (the order, the reorder window) holds SERIAL to them as well; SERIAL
- * with the default, ordered = false, is started by the tests that name
- * it (next::serial_yields_in_index_order_even_when_unordered, ...).
+ * THREADED, BACKGROUND and SERIAL, each unordered and ordered: every
+ * combination a user can pass. (The library reads .ordered only for the
+ * executors with workers, and SERIAL yields in index order either way;
+ * SERIAL ordered holds it to the checks that depend on `ordered` too.)
  * Plain data, no pointers: each entry must mean the same in the process
  * that runs the test as in the runner that listed it.
  */
@@ -210,7 +207,7 @@ struct mode {
 /* Criterion's parameter list: the callers include
  * <criterion/parameterized.h>, which defines it. */
 struct criterion_test_params;
-/* All five modes. */
+/* All six modes. */
 struct criterion_test_params mode_params(void);
 /* The four with worker threads (SERIAL left out), for promises about
  * workers. */
