@@ -268,6 +268,9 @@ struct eachobs_iter {
 	/* Shared by every thread. */
 	_Atomic bool closing EACHOBS__ALIGNED; /* no getobs may start */
 	_Atomic bool stop;   /* unordered: a getobs failed, load no more */
+	/* The lowest unit no getobs may start for (load.c, halted):
+	 * SIZE_MAX, lowered by a failure and to 0 by close. */
+	_Atomic size_t load_limit EACHOBS__ALIGNED;
 	/* eachobs_interrupt calls so far; the consumer answers each change
 	 * with one -EINTR (interrupts_seen is its own copy). */
 	_Atomic uint32_t interrupts;
@@ -321,6 +324,17 @@ static inline bool eachobs__interrupted(const eachobs_iter *it)
 static inline bool eachobs__failed(const eachobs_iter *it)
 {
 	return atomic_load_explicit(&it->fail.set, memory_order_acquire);
+}
+
+/* Lower load_limit to u (never raise it). */
+static inline void eachobs__lower_load_limit(eachobs_iter *it, size_t u)
+{
+	size_t cur = atomic_load_explicit(&it->load_limit, memory_order_relaxed);
+
+	while (u < cur && !atomic_compare_exchange_weak_explicit(
+				  &it->load_limit, &cur, u, memory_order_relaxed,
+				  memory_order_relaxed))
+		;
 }
 
 /* start.c: stop the workers and free everything (eachobs_close, a failed

@@ -103,14 +103,12 @@ record_failure(eachobs_iter *it, size_t u, size_t pos, size_t idx, int code)
 
 /* Whether no getobs may start for unit u: close has begun, or a failure
  * (STOP) made u moot. Checked right before every getobs, so it is one
- * load: close also sets `stop` and lowers the ordered limit to 0 (start.c)
- * after `closing`, which it sets first for the waits and for
- * eachobs_cancelled. */
-static bool halted(const eachobs_iter *it, bool ordered, size_t u)
+ * load and one compare: every mode's failure lowers load_limit (unordered
+ * to 0, ordered to the failed unit) and close sets it to 0, after
+ * `closing`, which it sets first for the waits and for eachobs_cancelled. */
+static inline bool halted(const eachobs_iter *it, size_t u)
 {
-	if (ordered)
-		return u >= eachobs__window_limit(&it->window);
-	return atomic_load_explicit(&it->stop, memory_order_relaxed);
+	return u >= atomic_load_explicit(&it->load_limit, memory_order_relaxed);
 }
 
 /* What one getobs costs on this thread, per entry of its last timed run
@@ -160,10 +158,9 @@ load_entries(eachobs_iter *it, struct eachobs__slot *slot, size_t u, size_t e,
 	int (*getobs)(void *, size_t, void *) = it->data.getobs;
 	void *ctx = it->data.ctx;
 	size_t sz = it->data.obs_size, pos = first_pos(it, u) + e, i = 0;
-	bool ordered = it->ordered;
 
 	loading = it;
-	for (; i < k && !halted(it, ordered, u); i++, e++, pos++) {
+	for (; i < k && !halted(it, u); i++, e++, pos++) {
 		size_t idx = eachobs__index_at(it, pos);
 		idxs[e] = idx;
 		lens[e] = sz;

@@ -220,6 +220,7 @@ static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
  * place, which will now never be published. */
 static void fail(eachobs_iter *it, size_t u)
 {
+	eachobs__lower_load_limit(it, u);
 	eachobs__window_fail(&it->window, u);
 }
 

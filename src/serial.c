@@ -58,6 +58,7 @@ static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
 static void fail(eachobs_iter *it, size_t u)
 {
 	(void)u;
+	eachobs__lower_load_limit(it, 0);
 	atomic_store_explicit(&it->stop, true, memory_order_release);
 }
 

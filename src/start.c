@@ -366,6 +366,7 @@ void eachobs__destroy(eachobs_iter *it)
 {
 	atomic_store(&it->closing, true);
 	/* What loaders check before each getobs (load.c, halted). */
+	atomic_store_explicit(&it->load_limit, 0, memory_order_relaxed);
 	atomic_store_explicit(&it->stop, true, memory_order_relaxed);
 	eachobs__window_close(&it->window);
 	eachobs__workers_wake_all(it);
@@ -452,6 +453,7 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	memset(it, 0, sizeof(*it));
 	/* Before anything can fail: eachobs__destroy destroys it. */
 	pthread_mutex_init(&it->fail.lock, NULL);
+	atomic_init(&it->load_limit, SIZE_MAX);
 	it->data = *data;
 	it->executor = o->executor;
 	it->ordered = o->ordered && o->executor != EACHOBS_SERIAL;
