@@ -207,15 +207,17 @@ static void open_unit(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
 /*
  * Claim the next entries [*e, *e + *k) of slot's open unit, if that unit is
  * below bound; false when it has none left. While getobs is cheap, a
- * quarter of what is left, at most CLAIM_MAX, at least 1: one
- * compare-and-swap per entry made the claim word the hottest line of a
- * no-op batch run (owner and helpers bounce it), while claiming a run lets
- * the tail of the batch still be shared out one entry at a time. Else one.
+ * quarter of what is left, at most CLAIM_MAX, at least CLAIM_MIN (or what
+ * is left): one compare-and-swap per entry made the claim word the hottest
+ * line of a no-op batch run (owner and helpers bounce it), while claiming
+ * a run lets the tail of the batch still be shared out. A tail of cheap
+ * entries is not worth a claim each: with at least 1, a batch of 64 took
+ * 15 claims, and the claims cost as much as the no-op entries. Else one.
  * unit and count are read before the compare-and-swap, which succeeds only
  * if the claim word is still the one they were read under (see open_unit).
  * The acquire on success pairs with open_unit's release.
  */
-enum { CLAIM_MAX = 16 };
+enum { CLAIM_MIN = 8, CLAIM_MAX = 16 };
 
 static inline __attribute__((always_inline)) bool
 claim_entries(eachobs_iter *it, struct eachobs__slot *slot, size_t bound,
@@ -231,8 +233,12 @@ claim_entries(eachobs_iter *it, struct eachobs__slot *slot, size_t bound,
 						   memory_order_relaxed);
 		if (next >= count || unit >= bound)
 			return false;
-		size_t take = cheap ? (count - next) / 4 : 1;
-		take = take < 1 ? 1 : take > CLAIM_MAX ? CLAIM_MAX : take;
+		size_t left = count - next, take = 1;
+		if (cheap) {
+			take = left / 4 < CLAIM_MIN ? CLAIM_MIN : left / 4;
+			take = take > CLAIM_MAX ? CLAIM_MAX : take;
+			take = take > left ? left : take;
+		}
 		if (atomic_compare_exchange_weak_explicit(
 			    &slot->claim, &w, w + take, memory_order_acquire,
 			    memory_order_acquire)) {
