@@ -122,8 +122,10 @@ static int next_unit(eachobs_iter *it, const struct eachobs__buf **out)
 
 	if (it->err)
 		return it->err;
-	eachobs__hold_drain(it);
-	eachobs__hold_release_auto(it);
+	if (it->hold.automatic) /* the item the last call yielded */
+		eachobs__hold_release_auto(it);
+	else /* items tensor deleters gave back */
+		eachobs__hold_drain(it);
 	if (eachobs__take_interrupt(it))
 		return -EINTR;
 	if (!it->stash && !it->serial_open && it->yielded >= it->nunits)

@@ -245,8 +245,10 @@ static void wait_ready(eachobs_iter *it)
 }
 
 /* What waited in the hand-off comes first; then an interrupt, or a failure
- * whose unit will not arrive, ends the wait. */
-static int take(eachobs_iter *it, struct eachobs__slot **out)
+ * whose unit will not arrive, ends the wait. Out of line: the common case,
+ * a unit waiting, is take's alone and needs none of this loop's state. */
+static __attribute__((noinline)) int take_slow(eachobs_iter *it,
+					       struct eachobs__slot **out)
 {
 	bool progress = false;
 
@@ -268,6 +270,19 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 		if (!progress)
 			wait_ready(it);
 	}
+}
+
+static int take(eachobs_iter *it, struct eachobs__slot **out)
+{
+	struct eachobs__slot *slot;
+
+	if (it->yielded < it->nunits &&
+	    (slot = eachobs__handoff_get_ready(&it->handoff))) {
+		it->yielded++;
+		*out = slot;
+		return 1;
+	}
+	return take_slow(it, out);
 }
 
 static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
