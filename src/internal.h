@@ -281,6 +281,9 @@ struct eachobs_iter {
 	struct eachobs__workers workers;
 	struct eachobs__deques deques; /* unordered */
 	struct eachobs__handoff handoff; /* unordered, with workers */
+	/* &handoff when the consumer may take from it first (iter.c), else
+	 * NULL. */
+	struct eachobs__handoff *ready;
 	struct eachobs__window window; /* ordered */
 	struct eachobs__ordered order;
 	struct eachobs__failrec fail;

@@ -86,16 +86,31 @@ static int fail_from_record(eachobs_iter *it)
 	return it->err;
 }
 
+/* A unit that waits in the mode's hand-off, if it has one (unordered with
+ * workers): the common case, taken here without a call through the mode
+ * table; the mode's take does the rest (helping, waiting, interrupts). */
+static inline struct eachobs__slot *take_ready(eachobs_iter *it)
+{
+	struct eachobs__slot *slot;
+
+	if (!it->ready || it->yielded >= it->nunits ||
+	    !(slot = eachobs__handoff_get_ready(it->ready)))
+		return NULL;
+	it->yielded++;
+	return slot;
+}
+
 /* A unit taken before an interrupt was seen is kept for the next call,
  * so that an interrupt never loses one. */
-static int take_or_stash(eachobs_iter *it, struct eachobs__slot **out)
+static inline __attribute__((always_inline)) int
+take_or_stash(eachobs_iter *it, struct eachobs__slot **out)
 {
 	int rc = 1;
 
 	if (it->stash) {
 		*out = it->stash;
 		it->stash = NULL;
-	} else {
+	} else if (!(*out = take_ready(it))) {
 		rc = it->mode->take(it, out);
 	}
 	if (rc == 1 && eachobs__take_interrupt(it)) {
@@ -115,7 +130,8 @@ static int take_or_stash(eachobs_iter *it, struct eachobs__slot **out)
 }
 
 /* Yield the next unit: 1 with *out, 0 at the end, or < 0. */
-static int next_unit(eachobs_iter *it, const struct eachobs__buf **out)
+static inline __attribute__((always_inline)) int
+next_unit(eachobs_iter *it, const struct eachobs__buf **out)
 {
 	struct eachobs__slot *slot;
 	int rc;

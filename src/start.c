@@ -404,6 +404,7 @@ static int start_handoff(eachobs_iter *it, unsigned workers)
 				     it->nslots);
 	for (size_t i = 0; i < it->nslots; i++)
 		eachobs__handoff_put_free(h, &it->slots[i]);
+	it->ready = h;
 	return 0;
 }
 
