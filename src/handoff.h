@@ -30,16 +30,22 @@
 #include <pthread.h>
 
 struct eachobs__handoff {
-	ck_ring_t ready;                 /* loaded items; loaders -> consumer */
-	ck_ring_t free;                  /* empty items; consumer -> loaders */
-	ck_ring_buffer_t *ready_buf;
+	/* Each ring's heads are on lines of their own (ck pads them); the
+	 * rings start on lines of their own too, so that the loaders' claims
+	 * on `free` do not share a line with `ready`'s size the consumer
+	 * reads. */
+	ck_ring_t ready EACHOBS__ALIGNED; /* loaded items; loaders -> consumer */
+	ck_ring_t free EACHOBS__ALIGNED;  /* empty items; consumer -> loaders */
+	/* Read-mostly: fixed at init, `closed` set once. */
+	ck_ring_buffer_t *ready_buf EACHOBS__ALIGNED;
 	ck_ring_buffer_t *free_buf;
-	pthread_mutex_t producer_lock;   /* serializes puts to `ready` */
-	bool lock_ready;                 /* producer_lock was initialized */
 	size_t buffersize;
 	size_t resume_at;                /* credits that wake loaders */
-	size_t max_waiting;              /* consumer only: most in `ready` */
+	bool lock_ready;                 /* producer_lock was initialized */
 	_Atomic bool closed;
+	size_t max_waiting;              /* consumer only: most in `ready` */
+	/* Serializes puts to `ready`; written by every put. */
+	pthread_mutex_t producer_lock EACHOBS__ALIGNED;
 	/* Room left for loaded items: buffersize minus what waits in
 	 * `ready` and what loaders hold credits for. */
 	_Atomic size_t credits EACHOBS__ALIGNED;

@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 TestSuite(handoff, .init = deadline, .timeout = 60);
@@ -114,12 +115,14 @@ static void *loader_main(void *arg)
 
 static void hand_over(size_t b, unsigned loaders, size_t n, bool runs)
 {
-	struct run *r = calloc(1, sizeof(*r));
+	/* The hand-off's members are cache-line aligned: so must r be. */
+	struct run *r = aligned_alloc(64, (sizeof(*r) + 63) / 64 * 64);
 	pthread_t th[16];
 	/* A run holds up to 4 items: the bound is counted in credits, and
 	 * the items a run holds are covered by its credits. */
 	size_t nitems = b + loaders + 1;
 
+	memset(r, 0, sizeof(*r));
 	r->b = b;
 	r->n = n;
 	r->loaders = loaders;
