@@ -109,6 +109,22 @@ static inline void eachobs__stat_add(_Atomic uint64_t *c, uint64_t v)
 void eachobs__event_wait_timed(struct eachobs__event *ev, eachobs__cond_fn cond,
 			       const void *arg, unsigned spins);
 
+/* ---- lowering a bound ----------------------------------------------- */
+
+/* Lower *w to v with order on success; never raise it. True when this
+ * call lowered it. */
+static inline bool eachobs__atomic_lower(_Atomic size_t *w, size_t v,
+					 memory_order order)
+{
+	size_t cur = atomic_load_explicit(w, memory_order_relaxed);
+
+	while (v < cur)
+		if (atomic_compare_exchange_weak_explicit(w, &cur, v, order,
+							  memory_order_relaxed))
+			return true;
+	return false;
+}
+
 /* ---- alloc.c -------------------------------------------------------- */
 
 void *eachobs__calloc(size_t nmemb, size_t size);

@@ -167,6 +167,7 @@ enum { EACHOBS__RUN_MAX = 16, EACHOBS__CHEAP_NS = 2000 };
 struct eachobs__ordered {
 	size_t chunk;     /* units a worker claims at once */
 	unsigned waits;   /* consumer only: waits without helping */
+	size_t max_waiting; /* consumer only: most units loaded ahead */
 	bool owes;        /* consumer only: a batch it opened may have entries
 			   * left to claim (ordered.c, help) */
 };
@@ -307,7 +308,6 @@ struct eachobs_iter {
 	size_t nyielded;   /* observations yielded */
 	struct eachobs__yielded done;  /* units yielded, for checkpoints */
 	size_t nbatches;   /* batches yielded */
-	size_t max_waiting;
 	eachobs_failure failures[EACHOBS_FAILURES_KEPT];
 };
 
@@ -332,12 +332,7 @@ static inline bool eachobs__failed(const eachobs_iter *it)
 /* Lower load_limit to u (never raise it). */
 static inline void eachobs__lower_load_limit(eachobs_iter *it, size_t u)
 {
-	size_t cur = atomic_load_explicit(&it->load_limit, memory_order_relaxed);
-
-	while (u < cur && !atomic_compare_exchange_weak_explicit(
-				  &it->load_limit, &cur, u, memory_order_relaxed,
-				  memory_order_relaxed))
-		;
+	eachobs__atomic_lower(&it->load_limit, u, memory_order_relaxed);
 }
 
 /* start.c: stop the workers and free everything (eachobs_close, a failed

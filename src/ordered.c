@@ -202,8 +202,8 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 	size_t ahead = eachobs__window_claimed(&it->window) - m - 1;
 	if (ahead > it->nslots - 1)
 		ahead = it->nslots - 1;
-	if (ahead > it->max_waiting)
-		it->max_waiting = ahead;
+	if (ahead > it->order.max_waiting)
+		it->order.max_waiting = ahead;
 	it->yielded = m + 1;
 	*out = slot_of(it, m);
 	return 1;
@@ -231,7 +231,7 @@ static void wake_consumer(eachobs_iter *it)
 
 static size_t max_waiting(const eachobs_iter *it)
 {
-	return it->max_waiting;
+	return it->order.max_waiting;
 }
 
 const struct eachobs__mode eachobs__ordered_mode = {

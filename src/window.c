@@ -189,16 +189,8 @@ size_t eachobs__window_limit_acquire(const struct eachobs__window *win)
 
 void eachobs__window_fail(struct eachobs__window *win, size_t i)
 {
-	size_t cur = eachobs__window_limit(win);
-
-	while (i < cur) {
-		if (atomic_compare_exchange_weak_explicit(
-			    &win->limit, &cur, i, memory_order_release,
-			    memory_order_relaxed)) {
-			eachobs__event_notify(&place_of(win, i)->ev, INT_MAX);
-			return;
-		}
-	}
+	if (eachobs__atomic_lower(&win->limit, i, memory_order_release))
+		eachobs__event_notify(&place_of(win, i)->ev, INT_MAX);
 }
 
 void eachobs__window_wake(struct eachobs__window *win)
