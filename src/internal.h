@@ -38,6 +38,7 @@
 #include "resume.h"
 #include "sampler.h"
 #include "window.h"
+#include "workers.h"
 
 #include <ck_ring.h>
 #include <pthread.h>
@@ -170,33 +171,6 @@ struct eachobs__ordered {
 	size_t max_waiting; /* consumer only: most units loaded ahead */
 	bool owes;        /* consumer only: a batch it opened may have entries
 			   * left to claim (ordered.c, help) */
-};
-
-/* ---- workers.c: the iterator's worker threads ------------------------ */
-
-struct eachobs__worker {
-	struct eachobs__stats stats; /* first: it is cache-line aligned */
-	eachobs_iter *it;
-	unsigned self;
-	bool created;                /* thread is ours to join */
-	pthread_t thread;            /* when created */
-};
-
-struct eachobs__workers {
-	struct eachobs__worker *list;  /* nthreads */
-	unsigned nthreads;             /* workers to start */
-	/* The eachobs_pool lending threads, or NULL, and the loan of its
-	 * threads to workers [0, nlent) (lender.h). */
-	eachobs_pool *lender;
-	struct eachobs__loan loan;
-	/* Workers wait on `ev_go` for `go` so that nothing loads before
-	 * eachobs_parallel knows it will succeed. */
-	_Atomic bool go;
-	struct eachobs__event ev_go;
-	/* Workers [0, nlent) run on lent threads, [nlent, nthreads) on
-	 * threads of their own. The consumer's: lent threads get their
-	 * index from the lender, and nothing else of nlent. */
-	unsigned nlent;
 };
 
 /* ---- hold.c: what the consumer holds ---------------------------------- */
@@ -402,15 +376,6 @@ int eachobs__hold_lend(eachobs_iter *it, const void *data,
 void eachobs__hold_drain(eachobs_iter *it);
 void eachobs__hold_release_auto(eachobs_iter *it);
 
-
-/* workers.c */
-int eachobs__workers_init(eachobs_iter *it, unsigned nthreads);
-int eachobs__workers_start(eachobs_iter *it);
-/* Workers running (after a successful start): lent or created. */
-unsigned eachobs__workers_started(const eachobs_iter *it);
-void eachobs__workers_wake_all(eachobs_iter *it);
-void eachobs__workers_join(eachobs_iter *it);
-void eachobs__workers_fini(eachobs_iter *it);
 
 /* start.c and iter.c: eachobs_parallel_sized and eachobs_get_stats_sized
  * (abi.c) with the options and stats of this library's own size; o is

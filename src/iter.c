@@ -295,14 +295,15 @@ void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st)
 	st->consumer_getobs_ns = stat(&it->cstats.getobs_ns);
 	st->loaded = st->loaded_by_consumer;
 	for (unsigned j = 0; j < it->workers.nthreads; j++) {
-		const struct eachobs__stats *w = &it->workers.list[j].stats;
+		const struct eachobs__stats *w =
+			eachobs__workers_stats(&it->workers, j);
 		st->loaded += stat(&w->loaded);
 		st->worker_getobs_ns += stat(&w->getobs_ns);
 		st->worker_idle_ns += stat(&w->idle_ns);
 		st->steals += stat(&w->steals);
 	}
 	st->max_waiting = it->mode->max_waiting(it);
-	st->nworkers = eachobs__workers_started(it);
+	st->nworkers = eachobs__workers_started(&it->workers);
 }
 
 size_t eachobs_failures(const eachobs_iter *it, eachobs_failure *out,

@@ -369,12 +369,10 @@ void eachobs__destroy(eachobs_iter *it)
 	atomic_store_explicit(&it->load_limit, 0, memory_order_relaxed);
 	atomic_store_explicit(&it->stop, true, memory_order_relaxed);
 	eachobs__window_close(&it->window);
-	eachobs__workers_wake_all(it);
+	eachobs__workers_wake_all(&it->workers);
 	eachobs__handoff_close(&it->handoff);
-	eachobs__workers_join(it);
-	if (it->workers.lender)
-		eachobs__lender_detach(it->workers.lender);
-	eachobs__workers_fini(it);
+	eachobs__workers_join(&it->workers);
+	eachobs__workers_fini(&it->workers);
 	eachobs__deques_fini(&it->deques);
 	eachobs__handoff_fini(&it->handoff);
 	eachobs__window_fini(&it->window);
@@ -408,6 +406,14 @@ static int start_handoff(eachobs_iter *it, unsigned workers)
 	return 0;
 }
 
+/* What each worker runs once through the start gate: its mode's loop. */
+static void run_worker(void *arg, unsigned self)
+{
+	eachobs_iter *it = arg;
+
+	it->mode->worker(it, self);
+}
+
 static int start(eachobs_iter *it, unsigned workers, unsigned hold,
 		 const eachobs_allocator *a)
 {
@@ -431,10 +437,18 @@ static int start(eachobs_iter *it, unsigned workers, unsigned hold,
 		rc = eachobs__fail(-ENOMEM,
 				   "out of memory for %u workers' deques",
 				   workers);
+	struct eachobs__job job = {
+		.fn = run_worker,
+		.arg = it,
+		.closed = &it->closing,
+		.stack_size = it->stack_size,
+		.cpus = it->pin ? &it->cpus : NULL,
+		.nice = it->worker_nice,
+	};
 	if (rc == 0)
-		rc = eachobs__workers_init(it, workers);
+		rc = eachobs__workers_init(&it->workers, workers, &job);
 	if (rc == 0)
-		rc = eachobs__workers_start(it);
+		rc = eachobs__workers_start(&it->workers);
 	return rc;
 }
 
@@ -462,10 +476,7 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 		   : it->ordered		 ? &eachobs__ordered_mode
 						 : &eachobs__unordered_mode;
 	it->skip_errors = o->on_error == EACHOBS_ON_ERROR_SKIP;
-	it->workers.lender = o->pool;
-	if (o->pool)
-		eachobs__lender_attach(o->pool);
-	eachobs__event_init(&it->workers.ev_go);
+	eachobs__workers_setup(&it->workers, o->pool);
 	it->n = data->numobs(data->ctx);
 	rc = eachobs__sampler_init(&it->sampler, it->n, o);
 	if (rc == 0)

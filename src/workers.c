@@ -1,11 +1,13 @@
 /*
- * An iterator's worker threads: created, or lent by an eachobs_pool; the
- * start gate that keeps them from loading before eachobs_parallel knows it
- * will succeed; joining them at close. What a worker does once through the
- * gate is its mode's loop (unordered.c, ordered.c).
+ * A set of worker threads: created, or lent by an eachobs_pool; the start
+ * gate that keeps them from running their job before the owner knows the
+ * start will succeed; joining them. What a worker does once through the
+ * gate is the job's function (for an iterator: its mode's loop,
+ * unordered.c or ordered.c).
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "workers.h"
+#include "error.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -14,51 +16,67 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-int eachobs__workers_init(eachobs_iter *it, unsigned nthreads)
+void eachobs__workers_setup(struct eachobs__workers *ws, eachobs_pool *pool)
 {
-	struct eachobs__workers *p = &it->workers;
+	eachobs__event_init(&ws->ev_go);
+	ws->lender = pool;
+	if (pool)
+		eachobs__lender_attach(pool);
+}
 
-	p->nthreads = nthreads;
+int eachobs__workers_init(struct eachobs__workers *ws, unsigned nthreads,
+			  const struct eachobs__job *job)
+{
+	ws->nthreads = nthreads;
+	ws->job = *job;
 	if (nthreads == 0)
 		return 0;
-	p->list = eachobs__alloc_aligned(nthreads * sizeof(*p->list));
-	if (!p->list)
+	ws->list = eachobs__alloc_aligned(nthreads * sizeof(*ws->list));
+	if (!ws->list)
 		return eachobs__fail(-ENOMEM, "out of memory for %u workers",
 				     nthreads);
-	memset(p->list, 0, nthreads * sizeof(*p->list));
+	memset(ws->list, 0, nthreads * sizeof(*ws->list));
+	for (unsigned j = 0; j < nthreads; j++) {
+		ws->list[j].set = ws;
+		ws->list[j].self = j;
+	}
 	return 0;
 }
 
-static bool go_or_closing(const void *arg)
+static bool closed(const struct eachobs__workers *ws)
 {
-	const eachobs_iter *it = arg;
-
-	return atomic_load_explicit(&it->workers.go, memory_order_acquire) ||
-	       eachobs__closing(it);
+	return atomic_load_explicit(ws->job.closed, memory_order_acquire);
 }
 
-/* Run worker w on the calling thread until its iterator is done with it. */
+static bool go_or_closed(const void *arg)
+{
+	const struct eachobs__workers *ws = arg;
+
+	return atomic_load_explicit(&ws->go, memory_order_acquire) ||
+	       closed(ws);
+}
+
+/* Run worker w on the calling thread until its job is done. */
 static void worker_run(struct eachobs__worker *w)
 {
-	eachobs_iter *it = w->it;
+	struct eachobs__workers *ws = w->set;
 
 	eachobs__tls_stats = &w->stats;
-	eachobs__event_wait_timed(&it->workers.ev_go, go_or_closing, it, 0);
-	if (!eachobs__closing(it)) {
-		it->mode->worker(it, w->self);
-	}
+	eachobs__event_wait_timed(&ws->ev_go, go_or_closed, ws, 0);
+	if (!closed(ws))
+		ws->job.fn(ws->job.arg, w->self);
 	/* A lent thread goes on to other loans. */
 	eachobs__tls_stats = NULL;
 }
 
 /* The job of lent thread j: worker j. The lender has given the thread
- * the iterator's placement, or the pool's, before this first getobs
- * (the gate may be open already). */
+ * the job's placement, or the pool's, before this first call (the gate
+ * may be open already). */
 static void lent_worker(void *arg, unsigned j)
 {
-	eachobs_iter *it = arg;
+	struct eachobs__workers *ws = arg;
 
-	worker_run(&it->workers.list[j]);
+	worker_run(&ws->list[j]);
 }
 
 static void *worker_main(void *arg)
@@ -66,24 +84,23 @@ static void *worker_main(void *arg)
 	struct eachobs__worker *w = arg;
 
 	/* Raising one's own nice value needs no privilege, so this cannot
-	 * fail for the values check_args lets through. */
-	if (w->it->worker_nice)
-		setpriority(PRIO_PROCESS, (id_t)gettid(), w->it->worker_nice);
+	 * fail for the values the owner lets through. */
+	if (w->set->job.nice)
+		setpriority(PRIO_PROCESS, (id_t)gettid(), w->set->job.nice);
 	worker_run(w);
 	return NULL;
 }
 
-static int create(eachobs_iter *it, unsigned j)
+static int create(struct eachobs__workers *ws, unsigned j)
 {
-	struct eachobs__worker *w = &it->workers.list[j];
-	int err = eachobs__thread_create(&w->thread, it->stack_size,
-					 it->pin ? &it->cpus : NULL,
-					 worker_main, w);
+	struct eachobs__worker *w = &ws->list[j];
+	int err = eachobs__thread_create(&w->thread, ws->job.stack_size,
+					 ws->job.cpus, worker_main, w);
 
 	if (err != 0) /* the caller closes and joins */
 		return eachobs__fail_thread(-EAGAIN, err, "worker", j,
-					    it->workers.nthreads, it->stack_size,
-					    it->pin ? &it->cpus : NULL);
+					    ws->nthreads, ws->job.stack_size,
+					    ws->job.cpus);
 	w->created = true;
 	return 0;
 }
@@ -96,95 +113,95 @@ static int create(eachobs_iter *it, unsigned j)
  * pool thread would otherwise wait for threads that are themselves
  * blocked on a full buffer the consumer is not draining.
  */
-static void borrow(eachobs_iter *it)
+static void borrow(struct eachobs__workers *ws)
 {
-	struct eachobs__workers *p = &it->workers;
-
-	p->loan = (struct eachobs__loan){
+	ws->loan = (struct eachobs__loan){
 		.fn = lent_worker,
-		.arg = it,
-		.cpus = it->pin ? &it->cpus : NULL,
-		.nice = it->worker_nice,
+		.arg = ws,
+		.cpus = ws->job.cpus,
+		.nice = ws->job.nice,
 	};
-	p->nlent = eachobs__lender_reserve(p->lender, &p->loan, p->nthreads);
+	ws->nlent = eachobs__lender_reserve(ws->lender, &ws->loan,
+					    ws->nthreads);
+}
+
+static void open_gate(struct eachobs__workers *ws)
+{
+	atomic_store_explicit(&ws->go, true, memory_order_release);
+	eachobs__event_notify(&ws->ev_go, INT_MAX);
 }
 
 /*
- * Created threads are started in a loop on the consumer, lent ones in a
- * tree (the lender wakes one, which wakes two, ...): a new thread has to
- * be scheduled before it can create others, and that made a tree of
- * pthread_create calls slower than one loop on the consumer (1.3 against
+ * Created threads are started in a loop on the owner, lent ones in a tree
+ * (the lender wakes one, which wakes two, ...): a new thread has to be
+ * scheduled before it can create others, and that made a tree of
+ * pthread_create calls slower than one loop on the owner (1.3 against
  * 0.6 ms for P = 16, measured).
  */
-int eachobs__workers_start(eachobs_iter *it)
+int eachobs__workers_start(struct eachobs__workers *ws)
 {
-	struct eachobs__workers *p = &it->workers;
-
-	for (unsigned j = 0; j < p->nthreads; j++) {
-		p->list[j].it = it;
-		p->list[j].self = j;
-	}
-	if (p->lender)
-		borrow(it);
-	/* worker_cpus the system refuses fail the start on lent threads as
-	 * on created ones; asked on one lent thread, the answer holds for
-	 * all (lender.c). The lent threads are woken all the same, to see
-	 * the close that follows. */
+	if (ws->lender)
+		borrow(ws);
+	/* cpus the system refuses fail the start on lent threads as on
+	 * created ones; asked on one lent thread, the answer holds for all
+	 * (lender.c). The lent threads are woken all the same, to see the
+	 * close that follows. */
 	int rc = 0;
-	if (p->nlent > 0)
-		rc = eachobs__lender_check_cpus(&p->loan);
+	if (ws->nlent > 0)
+		rc = eachobs__lender_check_cpus(&ws->loan);
 	/* Otherwise lent threads cannot fail to start: with no thread to
-	 * create they may load as soon as they wake. One that saw its job
+	 * create they may run as soon as they wake. One that saw its job
 	 * before being woken may already wait for go (a notify without
 	 * sleepers is two atomic operations). */
-	if (rc == 0 && p->nlent == p->nthreads) {
-		atomic_store_explicit(&p->go, true, memory_order_release);
-		eachobs__event_notify(&p->ev_go, INT_MAX);
-	}
-	if (p->nlent > 0)
-		eachobs__lender_wake(&p->loan);
+	if (rc == 0 && ws->nlent == ws->nthreads)
+		open_gate(ws);
+	if (ws->nlent > 0)
+		eachobs__lender_wake(&ws->loan);
 	if (rc < 0)
-		return rc; /* the caller closes; nothing loaded */
-	for (unsigned j = p->nlent; j < p->nthreads; j++) {
-		rc = create(it, j);
+		return rc; /* the caller closes; nothing ran */
+	for (unsigned j = ws->nlent; j < ws->nthreads; j++) {
+		rc = create(ws, j);
 		if (rc < 0)
 			return rc;
 	}
-	atomic_store_explicit(&p->go, true, memory_order_release);
-	eachobs__event_notify(&p->ev_go, INT_MAX);
+	open_gate(ws);
 	return 0;
 }
 
-unsigned eachobs__workers_started(const eachobs_iter *it)
+unsigned eachobs__workers_started(const struct eachobs__workers *ws)
 {
-	unsigned n = it->workers.nlent;
+	unsigned n = ws->nlent;
 
-	for (unsigned j = it->workers.nlent; j < it->workers.nthreads; j++)
-		n += it->workers.list[j].created;
+	for (unsigned j = ws->nlent; j < ws->nthreads; j++)
+		n += ws->list[j].created;
 	return n;
 }
 
-void eachobs__workers_wake_all(eachobs_iter *it)
+const struct eachobs__stats *
+eachobs__workers_stats(const struct eachobs__workers *ws, unsigned j)
 {
-	eachobs__event_notify(&it->workers.ev_go, INT_MAX);
+	return &ws->list[j].stats;
 }
 
-void eachobs__workers_join(eachobs_iter *it)
+void eachobs__workers_wake_all(struct eachobs__workers *ws)
 {
-	struct eachobs__worker *ws = it->workers.list;
+	eachobs__event_notify(&ws->ev_go, INT_MAX);
+}
 
-	for (unsigned j = 0; ws && j < it->workers.nthreads; j++) {
-		if (ws[j].created)
-			pthread_join(ws[j].thread, NULL);
-		ws[j].created = false;
+void eachobs__workers_join(struct eachobs__workers *ws)
+{
+	for (unsigned j = 0; ws->list && j < ws->nthreads; j++) {
+		if (ws->list[j].created)
+			pthread_join(ws->list[j].thread, NULL);
+		ws->list[j].created = false;
 	}
-	if (it->workers.lender)
-		eachobs__lender_wait(it->workers.lender, &it->workers.loan);
+	if (ws->lender)
+		eachobs__lender_wait(ws->lender, &ws->loan);
 }
 
-void eachobs__workers_fini(eachobs_iter *it)
+void eachobs__workers_fini(struct eachobs__workers *ws)
 {
-	struct eachobs__workers *p = &it->workers;
-
-	eachobs__free(p->list);
+	if (ws->lender)
+		eachobs__lender_detach(ws->lender);
+	eachobs__free(ws->list);
 }

@@ -132,6 +132,11 @@ done
 if [ -e build-test.valgrind.log ]; then
 	echo "=== valgrind"
 	grep -E "^ *[0-9]+/[0-9]+ " build-test.valgrind.log
+	# A failing test's own output (meson's error logs, memcheck's report).
+	if ! grep -q "^Fail: *0" build-test.valgrind.log; then
+		grep -vE "^ *[0-9]+/[0-9]+ .* OK " build-test.valgrind.log |
+			tail -200
+	fi
 	count build-test.valgrind.log
 fi
 # pass_if NAME LOG RCFILE PATTERN: one counted test from a script's status.
