@@ -86,7 +86,7 @@ int eachobs_dlpack(eachobs_iter *it, const void *data, DLDataType dtype,
 	struct tensor *t = calloc(1, sizeof(*t));
 	if (!t)
 		return eachobs__fail(-ENOMEM, "eachobs_dlpack: out of memory");
-	rc = eachobs__hold_lend(it, data, &b);
+	rc = eachobs__hold_lend(&it->hold, data, &b);
 	if (rc < 0) {
 		free(t);
 		return rc;

@@ -16,25 +16,25 @@
  * either way.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "hold.h"
+#include "error.h"
 
 #include <errno.h>
 
-static bool swapping(const eachobs_iter *it)
+size_t eachobs__hold_spares(bool swap, unsigned hold)
 {
-	return it->ordered && !it->hold.automatic;
+	return swap && hold ? hold : 0;
 }
 
-size_t eachobs__hold_spares(bool ordered, unsigned hold)
+int eachobs__hold_init(struct eachobs__hold *h, unsigned hold, bool swap,
+		       void (*give_back)(void *arg, struct eachobs__slot *),
+		       void *arg, struct eachobs__arena *arena)
 {
-	return ordered && hold ? hold : 0;
-}
-
-int eachobs__hold_init(eachobs_iter *it, unsigned hold)
-{
-	struct eachobs__hold *h = &it->hold;
-
 	h->automatic = hold == 0;
+	h->swap = swap && hold > 0;
+	h->give_back = give_back;
+	h->arg = arg;
+	h->arena = arena;
 	h->max = hold ? hold : 1;
 	h->items = eachobs__calloc(h->max, sizeof(*h->items));
 	if (!h->items)
@@ -42,7 +42,7 @@ int eachobs__hold_init(eachobs_iter *it, unsigned hold)
 				     "out of memory for the list of %u held "
 				     "items (hold %u)",
 				     h->max, hold);
-	if (swapping(it)) {
+	if (h->swap) {
 		h->spares = eachobs__calloc(h->max, sizeof(*h->spares));
 		if (!h->spares)
 			return eachobs__fail(-ENOMEM,
@@ -54,82 +54,76 @@ int eachobs__hold_init(eachobs_iter *it, unsigned hold)
 	return 0;
 }
 
-void eachobs__hold_fini(eachobs_iter *it)
+void eachobs__hold_fini(struct eachobs__hold *h)
 {
-	eachobs__free(it->hold.items);
-	eachobs__free(it->hold.spares);
+	eachobs__free(h->items);
+	eachobs__free(h->spares);
 }
 
-void eachobs__give_back(eachobs_iter *it, struct eachobs__slot *slot)
+bool eachobs__hold_full(const struct eachobs__hold *h)
 {
-	it->mode->give_back(it, slot);
+	return h->n == h->max;
 }
 
-bool eachobs__hold_full(const eachobs_iter *it)
+bool eachobs__hold_has(const struct eachobs__hold *h,
+		       const struct eachobs__slot *slot)
 {
-	return it->hold.n == it->hold.max;
-}
-
-bool eachobs__hold_has(const eachobs_iter *it, const struct eachobs__slot *slot)
-{
-	for (unsigned i = 0; i < it->hold.n; i++)
-		if (it->hold.items[i].slot == slot)
+	for (unsigned i = 0; i < h->n; i++)
+		if (h->items[i].slot == slot)
 			return true;
 	return false;
 }
 
-const struct eachobs__buf *eachobs__hold_take(eachobs_iter *it,
+const struct eachobs__buf *eachobs__hold_take(struct eachobs__hold *h,
 					      struct eachobs__slot *slot)
 {
-	struct eachobs__hold *h = &it->hold;
 	struct eachobs__held *item = &h->items[h->n++];
 
 	item->b = slot->b;
 	item->slot = slot;
 	item->tensor = false;
-	if (swapping(it)) {
+	if (h->swap) {
 		/* The slot gets a spare; it is free for the unit W ahead as
-		 * soon as the release store below is seen. */
+		 * soon as the give-back is seen. */
 		slot->b = h->spares[--h->nspares];
 		item->slot = NULL;
-		it->mode->give_back(it, slot);
+		h->give_back(h->arg, slot);
 	}
 	return &item->b;
 }
 
-static void drop(eachobs_iter *it, unsigned i)
+static void drop(struct eachobs__hold *h, unsigned i)
 {
-	struct eachobs__hold *h = &it->hold;
 	struct eachobs__held *item = &h->items[i];
 
 	if (item->slot)
-		eachobs__give_back(it, item->slot);
+		h->give_back(h->arg, item->slot);
 	else
 		h->spares[h->nspares++] = item->b;
 	*item = h->items[--h->n];
 }
 
-const struct eachobs__buf *eachobs__hold_find(const eachobs_iter *it,
+const struct eachobs__buf *eachobs__hold_find(const struct eachobs__hold *h,
 					      const void *data)
 {
-	for (unsigned i = 0; i < it->hold.n; i++)
-		if (it->hold.items[i].b.data == data)
-			return &it->hold.items[i].b;
+	for (unsigned i = 0; i < h->n; i++)
+		if (h->items[i].b.data == data)
+			return &h->items[i].b;
 	return NULL;
 }
 
-int eachobs__hold_release(eachobs_iter *it, const void *data)
+int eachobs__hold_release(struct eachobs__hold *h, const void *data)
 {
-	eachobs__hold_drain(it);
-	for (unsigned i = 0; i < it->hold.n; i++) {
-		if (it->hold.items[i].b.data != data)
+	eachobs__hold_drain(h);
+	for (unsigned i = 0; i < h->n; i++) {
+		if (h->items[i].b.data != data)
 			continue;
-		if (it->hold.items[i].tensor)
+		if (h->items[i].tensor)
 			return eachobs__fail(-EINVAL,
 					     "eachobs_release: item %p belongs "
 					     "to a DLPack tensor, whose deleter "
 					     "releases it", data);
-		drop(it, i);
+		drop(h, i);
 		return 0;
 	}
 	return eachobs__fail(-EINVAL,
@@ -138,12 +132,12 @@ int eachobs__hold_release(eachobs_iter *it, const void *data)
 			     data);
 }
 
-int eachobs__hold_lend(eachobs_iter *it, const void *data,
+int eachobs__hold_lend(struct eachobs__hold *h, const void *data,
 		       struct eachobs__buf *b)
 {
-	eachobs__hold_drain(it);
-	for (unsigned i = 0; !it->hold.automatic && i < it->hold.n; i++) {
-		struct eachobs__held *item = &it->hold.items[i];
+	eachobs__hold_drain(h);
+	for (unsigned i = 0; !h->automatic && i < h->n; i++) {
+		struct eachobs__held *item = &h->items[i];
 		if (item->b.data != data)
 			continue;
 		if (item->tensor)
@@ -157,32 +151,32 @@ int eachobs__hold_lend(eachobs_iter *it, const void *data,
 	return eachobs__fail(-EINVAL,
 			     "eachobs_dlpack: %p is not an item this iterator "
 			     "holds (hold %u)%s", data,
-			     it->hold.automatic ? 0 : it->hold.max,
-			     it->hold.automatic ? ": set hold >= 1" : "");
+			     h->automatic ? 0 : h->max,
+			     h->automatic ? ": set hold >= 1" : "");
 }
 
 /* An item a deleter gave back: release it as eachobs_release would. */
 static void take_back(void *arg, const void *data)
 {
-	eachobs_iter *it = arg;
+	struct eachobs__hold *h = arg;
 
-	for (unsigned i = 0; i < it->hold.n; i++)
-		if (it->hold.items[i].b.data == data) {
-			drop(it, i);
+	for (unsigned i = 0; i < h->n; i++)
+		if (h->items[i].b.data == data) {
+			drop(h, i);
 			return;
 		}
 }
 
 /* Only hold >= 1 can lend items to tensors: the common hold = 0 skips
  * even the arena's flag. */
-void eachobs__hold_drain(eachobs_iter *it)
+void eachobs__hold_drain(struct eachobs__hold *h)
 {
-	if (!it->hold.automatic && it->arena)
-		eachobs__arena_drain(it->arena, take_back, it);
+	if (!h->automatic && h->arena)
+		eachobs__arena_drain(h->arena, take_back, h);
 }
 
-void eachobs__hold_release_auto(eachobs_iter *it)
+void eachobs__hold_release_auto(struct eachobs__hold *h)
 {
-	if (it->hold.automatic && it->hold.n)
-		drop(it, 0);
+	if (h->automatic && h->n)
+		drop(h, 0);
 }

@@ -31,12 +31,15 @@
 
 #include "base.h"
 #include "deque.h"
+#include "arena.h"
 #include "eachobs.h"
 #include "error.h"
 #include "handoff.h"
+#include "hold.h"
 #include "lender.h"
 #include "resume.h"
 #include "sampler.h"
+#include "slot.h"
 #include "window.h"
 #include "workers.h"
 
@@ -68,42 +71,6 @@
 				  sizeof(unsigned),                          \
 			  _Alignof(eachobs_stats))
 
-/* ---- arena.c: the memory items live in --------------------------------- */
-
-struct eachobs__arena {
-	_Atomic unsigned refs;     /* the iterator, and each live tensor */
-	bool user;                 /* from the user's allocator `a` */
-	eachobs_allocator a;
-	unsigned char *mem;        /* 64-byte aligned */
-	size_t size;
-	/* Items given back by tensor deleters, on any thread, for the
-	 * consumer to take in (eachobs__arena_drain): under lock; `pending`
-	 * lets the consumer skip the lock when there is nothing. `open` is
-	 * false once the iterator closed: nobody takes them in any more. */
-	pthread_mutex_t lock;
-	bool open;
-	const void **returned;     /* room for every item the consumer holds */
-	unsigned nreturned;
-	_Atomic bool pending;
-};
-
-/* One block of size bytes, from a (NULL: ours), with one reference and
- * room for nhold items given back: 0, -ENOMEM, or -EINVAL for a
- * misaligned block (given back at once). */
-int eachobs__arena_create(struct eachobs__arena **out,
-			  const eachobs_allocator *a, size_t size,
-			  unsigned nhold);
-void eachobs__arena_ref(struct eachobs__arena *ar);
-/* Drop a reference (NULL: nothing); the last frees the block. */
-void eachobs__arena_unref(struct eachobs__arena *ar);
-/* Any thread: item data goes back to the consumer, if it is still open. */
-void eachobs__arena_give_back(struct eachobs__arena *ar, const void *data);
-/* The consumer: call fn(arg, data) for every item given back since. */
-void eachobs__arena_drain(struct eachobs__arena *ar,
-			  void (*fn)(void *arg, const void *data), void *arg);
-/* The iterator closes: items given back from now on are not taken in. */
-void eachobs__arena_close(struct eachobs__arena *ar);
-
 /* ---- cpus.c: the default number of threads ---------------------------- */
 
 /* The CPUs the calling thread may run on (its affinity), at most a cgroup
@@ -117,44 +84,6 @@ unsigned eachobs__cpu_max_parse(const char *text);
  * path; -ENOENT when there is none, it does not fit, or it lies outside
  * the process's cgroup namespace. */
 int eachobs__cgroup2_path(const char *text, char *path, size_t size);
-
-/* ---- slots ----------------------------------------------------------- */
-
-/*
- * What a consumer is handed: cap observations' memory and what their
- * loaders said about them. Unbatched, cap is 1; batched, cap is batchsize
- * and the observations lie obs_size bytes apart in data. Entries are
- * written by the thread that loads them before the slot is handed over
- * (ck_ring enqueue, the release store of `turn`, or the acq_rel count of
- * `done` for a batch filled by several threads), and read by the consumer
- * after it took the slot over, so they need no atomics.
- */
-struct eachobs__buf {
-	unsigned char *data; /* 64-byte aligned */
-	size_t *idx;         /* dataset index of each entry */
-	size_t *len;         /* bytes getobs wrote (eachobs_set_length) */
-	int *status;         /* what getobs returned, mapped to <= 0 */
-	size_t count;        /* consumer only: entries it yields */
-};
-
-/*
- * A slot: the place one unit (an observation, or a batch) is loaded into.
- * In ordered hold mode the consumer swaps the loaded buffer out for a spare
- * one (hold.c), so `b` belongs to the slot only while the slot is not
- * yielded.
- */
-struct eachobs__slot {
-	struct eachobs__buf b;
-	/* Ordered mode: slot s serves units s, s + W, s + 2W, ...; whose
-	 * move it is, is the window's place s (window.h). */
-	/* Batched: the unit being filled, and the sharing of its entries
-	 * among threads (load.c). claim is generation << 32 | next entry to
-	 * claim; a slot is open to helpers while that entry is below count. */
-	_Atomic size_t unit;
-	_Atomic size_t count;
-	_Atomic size_t done;
-	_Atomic uint64_t claim;
-} EACHOBS__ALIGNED;
 
 /* ---- unordered.c: the unordered mode's loaders ------------------------ */
 
@@ -171,23 +100,6 @@ struct eachobs__ordered {
 	size_t max_waiting; /* consumer only: most units loaded ahead */
 	bool owes;        /* consumer only: a batch it opened may have entries
 			   * left to claim (ordered.c, help) */
-};
-
-/* ---- hold.c: what the consumer holds ---------------------------------- */
-
-struct eachobs__held {
-	struct eachobs__buf b;        /* as yielded */
-	struct eachobs__slot *slot;   /* NULL when swapped out (ordered) */
-	bool tensor;                  /* a DLPack tensor owns it (dlpack.c) */
-};
-
-struct eachobs__hold {
-	bool automatic;               /* hold = 0: the next call gives back */
-	unsigned max;                 /* K, or 1 when automatic */
-	unsigned n;                   /* held now */
-	struct eachobs__held *items;
-	struct eachobs__buf *spares;  /* ordered with hold = K: free buffers */
-	unsigned nspares;
 };
 
 /* ---- load.c: the failure record ------------------------------------- */
@@ -353,30 +265,6 @@ bool eachobs__fill_step(eachobs_iter *it, struct eachobs__slot *slot);
  * then, and no help before opening a unit. */
 bool eachobs__getobs_cheap(const eachobs_iter *it);
 
-/* hold.c */
-size_t eachobs__hold_spares(bool ordered, unsigned hold);
-/* Allocate the held list and, ordered with hold = K, K spare buffer
- * descriptors for the caller to point at memory. */
-int eachobs__hold_init(eachobs_iter *it, unsigned hold);
-void eachobs__hold_fini(eachobs_iter *it);
-void eachobs__give_back(eachobs_iter *it, struct eachobs__slot *slot);
-bool eachobs__hold_full(const eachobs_iter *it);
-bool eachobs__hold_has(const eachobs_iter *it,
-		       const struct eachobs__slot *slot);
-const struct eachobs__buf *eachobs__hold_take(eachobs_iter *it,
-					      struct eachobs__slot *slot);
-const struct eachobs__buf *eachobs__hold_find(const eachobs_iter *it,
-					      const void *data);
-int eachobs__hold_release(eachobs_iter *it, const void *data);
-/* Hand the held item at data to a tensor: *b its buffer; -EINVAL when it
- * is not a held item or a tensor has it already. */
-int eachobs__hold_lend(eachobs_iter *it, const void *data,
-		       struct eachobs__buf *b);
-/* Take in the items that tensor deleters gave back. */
-void eachobs__hold_drain(eachobs_iter *it);
-void eachobs__hold_release_auto(eachobs_iter *it);
-
-
 /* start.c and iter.c: eachobs_parallel_sized and eachobs_get_stats_sized
  * (abi.c) with the options and stats of this library's own size; o is
  * never NULL. */
@@ -415,8 +303,9 @@ struct eachobs__mode {
 	 * interrupt; EACHOBS__TAKE_FAILED for a failure whose unit will not
 	 * arrive. */
 	int (*take)(eachobs_iter *it, struct eachobs__slot **out);
-	/* Consumer: a slot it let go of goes back to the loaders. */
-	void (*give_back)(eachobs_iter *it, struct eachobs__slot *slot);
+	/* Consumer: a slot it let go of goes back to the loaders (it: the
+	 * iterator; the shape of hold.h's give-back). */
+	void (*give_back)(void *it, struct eachobs__slot *slot);
 	/* Any loader: a getobs failed under STOP at unit u (the failure
 	 * record is written): stop loading what that makes moot, and wake a
 	 * consumer that may wait for what will not come. */

@@ -66,13 +66,13 @@ static int accept(eachobs_iter *it, struct eachobs__slot *slot)
 	if (!it->skip_errors) {
 		it->err = b->status[bad];
 		it->err_idx = b->idx[bad];
-		eachobs__give_back(it, slot);
+		it->mode->give_back(it, slot);
 		return it->err;
 	}
 	compact(it, b, bad);
 	if (b->count > 0)
 		return 1;
-	eachobs__give_back(it, slot);
+	it->mode->give_back(it, slot);
 	return SKIPPED;
 }
 
@@ -139,21 +139,21 @@ next_unit(eachobs_iter *it, const struct eachobs__buf **out)
 	if (it->err)
 		return it->err;
 	if (it->hold.automatic) /* the item the last call yielded */
-		eachobs__hold_release_auto(it);
+		eachobs__hold_release_auto(&it->hold);
 	else /* items tensor deleters gave back */
-		eachobs__hold_drain(it);
+		eachobs__hold_drain(&it->hold);
 	if (eachobs__take_interrupt(it))
 		return -EINTR;
 	if (!it->stash && !it->serial_open && it->yielded >= it->nunits)
 		return 0;
-	if (eachobs__hold_full(it))
+	if (eachobs__hold_full(&it->hold))
 		return -ENOBUFS;
 	do
 		rc = take_or_stash(it, &slot);
 	while (rc == SKIPPED);
 	if (rc != 1)
 		return rc;
-	*out = eachobs__hold_take(it, slot);
+	*out = eachobs__hold_take(&it->hold, slot);
 	it->nyielded += (*out)->count;
 	return 1;
 }
@@ -250,7 +250,7 @@ int eachobs_release(eachobs_iter *it, const void *data)
 		return eachobs__fail(-EINVAL,
 				     "eachobs_release: hold is 0 (the next "
 				     "eachobs_next gives each item back)");
-	return eachobs__hold_release(it, data);
+	return eachobs__hold_release(&it->hold, data);
 }
 
 static int obs_length_fail(const eachobs_iter *it, const void *obs,
@@ -270,7 +270,7 @@ static int obs_length_fail(const eachobs_iter *it, const void *obs,
 
 int eachobs_obs_length(const eachobs_iter *it, const void *obs, size_t *len)
 {
-	const struct eachobs__buf *b = it && obs ? eachobs__hold_find(it, obs)
+	const struct eachobs__buf *b = it && obs ? eachobs__hold_find(&it->hold, obs)
 						 : NULL;
 
 	if (!b || !len)

@@ -209,8 +209,10 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 	return 1;
 }
 
-static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
+static void give_back(void *arg, struct eachobs__slot *slot)
 {
+	eachobs_iter *it = arg;
+
 	eachobs__window_release(&it->window,
 				atomic_load_explicit(&slot->unit,
 						     memory_order_relaxed));

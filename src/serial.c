@@ -10,7 +10,7 @@
 static struct eachobs__slot *serial_slot(eachobs_iter *it)
 {
 	for (size_t i = 0; i < it->nslots; i++)
-		if (!eachobs__hold_has(it, &it->slots[i]))
+		if (!eachobs__hold_has(&it->hold, &it->slots[i]))
 			return &it->slots[i];
 	return NULL; /* not reached: the caller checked hold_full */
 }
@@ -49,7 +49,7 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 }
 
 /* The consumer owns every slot: nothing to give back, nobody to wake. */
-static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
+static void give_back(void *it, struct eachobs__slot *slot)
 {
 	(void)it;
 	(void)slot;

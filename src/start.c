@@ -356,7 +356,8 @@ static int alloc_slots(eachobs_iter *it, unsigned hold,
 	it->mem = it->arena->mem;
 	for (size_t i = 0; i < it->nslots; i++)
 		set_buf(it, &it->slots[i].b, i, nbufs);
-	rc = eachobs__hold_init(it, hold);
+	rc = eachobs__hold_init(&it->hold, hold, it->ordered,
+			       it->mode->give_back, it, it->arena);
 	for (size_t i = 0; rc == 0 && i < nspares; i++)
 		set_buf(it, &it->hold.spares[i], it->nslots + i, nbufs);
 	return rc;
@@ -376,7 +377,7 @@ void eachobs__destroy(eachobs_iter *it)
 	eachobs__deques_fini(&it->deques);
 	eachobs__handoff_fini(&it->handoff);
 	eachobs__window_fini(&it->window);
-	eachobs__hold_fini(it);
+	eachobs__hold_fini(&it->hold);
 	eachobs__yielded_fini(&it->done);
 	eachobs__remap_fini(&it->remap);
 	eachobs__free(it->meta);

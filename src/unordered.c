@@ -285,8 +285,10 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 	return take_slow(it, out);
 }
 
-static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
+static void give_back(void *arg, struct eachobs__slot *slot)
 {
+	eachobs_iter *it = arg;
+
 	eachobs__handoff_put_free(&it->handoff, slot);
 }
 
