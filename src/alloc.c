@@ -7,7 +7,7 @@
  * for its own calls without touching iterators that other threads start.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "base.h"
 #include "fault.h"
 
 #include <errno.h>

@@ -9,7 +9,7 @@
  * block back with the same allocator, on whichever thread that is.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "arena.h"
 
 #include <errno.h>
 

@@ -34,7 +34,8 @@
  * v2 tree at /sys/fs/cgroup/unified carries no cpu controller anyway).
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "cpus.h"
+#include "base.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -16,7 +16,8 @@
  * ("eachobs_next: ..."). Nothing here runs on a path that succeeds.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "base.h"
+#include "error.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -8,7 +8,7 @@
  * costs no CPU.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "base.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -30,6 +30,7 @@
 #define EACHOBS_INTERNAL_H
 
 #include "base.h"
+#include "cpus.h"
 #include "deque.h"
 #include "arena.h"
 #include "eachobs.h"
@@ -37,6 +38,7 @@
 #include "handoff.h"
 #include "hold.h"
 #include "lender.h"
+#include "load.h"
 #include "resume.h"
 #include "sampler.h"
 #include "slot.h"
@@ -71,27 +73,6 @@
 				  sizeof(unsigned),                          \
 			  _Alignof(eachobs_stats))
 
-/* ---- cpus.c: the default number of threads ---------------------------- */
-
-/* The CPUs the calling thread may run on (its affinity), at most a cgroup
- * v2 quota's worth; 1 .. EACHOBS_MAX_THREADS. Reads them at every call. */
-unsigned eachobs__default_threads(void);
-/* A cgroup v2 cpu.max file's text, "QUOTA PERIOD" or "max PERIOD": the
- * quota in whole CPUs, ceil(QUOTA / PERIOD), or 0 for none (and for text
- * it cannot read). */
-unsigned eachobs__cpu_max_parse(const char *text);
-/* The cgroup v2 path ("0::PATH") in /proc/self/cgroup's text, copied into
- * path; -ENOENT when there is none, it does not fit, or it lies outside
- * the process's cgroup namespace. */
-int eachobs__cgroup2_path(const char *text, char *path, size_t size);
-
-/* ---- unordered.c: the unordered mode's loaders ------------------------ */
-
-/* A getobs under EACHOBS__CHEAP_NS is cheap: loaders then move up to
- * EACHOBS__RUN_MAX observations at a time (see unordered.c). */
-enum { EACHOBS__RUN_MAX = 16, EACHOBS__CHEAP_NS = 2000 };
-
-
 /* ---- ordered.c: the ordered mode's loaders and consumer --------------- */
 
 struct eachobs__ordered {
@@ -100,23 +81,6 @@ struct eachobs__ordered {
 	size_t max_waiting; /* consumer only: most units loaded ahead */
 	bool owes;        /* consumer only: a batch it opened may have entries
 			   * left to claim (ordered.c, help) */
-};
-
-/* ---- load.c: the failure record ------------------------------------- */
-
-/*
- * The lowest failed position under on_error = STOP, for a consumer whose
- * failed unit will never complete (its other entries are not loaded once
- * the failure is known). Written under lock; `set` is stored with release
- * after the fields, so a reader that sees it (acquire) may read them under
- * the lock.
- */
-struct eachobs__failrec {
-	pthread_mutex_t lock;
-	_Atomic bool set;
-	size_t pos;
-	size_t idx;
-	int code;
 };
 
 /* ---- the iterator --------------------------------------------------- */
@@ -155,16 +119,12 @@ struct eachobs_iter {
 	/* Shared by every thread. */
 	_Atomic bool closing EACHOBS__ALIGNED; /* no getobs may start */
 	_Atomic bool stop;   /* unordered: a getobs failed, load no more */
-	/* The lowest unit no getobs may start for (load.c, halted):
-	 * SIZE_MAX, lowered by a failure and to 0 by close. */
-	_Atomic size_t load_limit EACHOBS__ALIGNED;
 	/* eachobs_interrupt calls so far; the consumer answers each change
 	 * with one -EINTR (interrupts_seen is its own copy). */
 	_Atomic uint32_t interrupts;
-	/* Batched: units opened whose entries are not all claimed yet, so
-	 * that a thread looking for one to help with need not scan every
-	 * slot when there is none. */
-	_Atomic size_t open_units EACHOBS__ALIGNED;
+	/* Running getobs: its limit (lowered by a failure, to 0 by close)
+	 * and its failure record are every mode's. */
+	struct eachobs__loader load;
 	struct eachobs__workers workers;
 	struct eachobs__deques deques; /* unordered */
 	struct eachobs__handoff handoff; /* unordered, with workers */
@@ -173,7 +133,6 @@ struct eachobs_iter {
 	struct eachobs__handoff *ready;
 	struct eachobs__window window; /* ordered */
 	struct eachobs__ordered order;
-	struct eachobs__failrec fail;
 
 	/* The consumer's own. */
 	struct eachobs__hold hold EACHOBS__ALIGNED;
@@ -212,58 +171,12 @@ static inline bool eachobs__interrupted(const eachobs_iter *it)
 /* Whether the failure record is filled (the consumer may read it). */
 static inline bool eachobs__failed(const eachobs_iter *it)
 {
-	return atomic_load_explicit(&it->fail.set, memory_order_acquire);
-}
-
-/* Lower load_limit to u (never raise it). */
-static inline void eachobs__lower_load_limit(eachobs_iter *it, size_t u)
-{
-	eachobs__atomic_lower(&it->load_limit, u, memory_order_relaxed);
+	return eachobs__loader_failed(&it->load);
 }
 
 /* start.c: stop the workers and free everything (eachobs_close, a failed
  * start). */
 void eachobs__destroy(eachobs_iter *it);
-
-/* The original unit that unit u stands for: itself, unless resumed. */
-static inline size_t eachobs__unit_origin(const eachobs_iter *it, size_t u)
-{
-	return it->resumed ? eachobs__remap_unit(&it->remap, u) : u;
-}
-
-/* The dataset index at a position of the iteration order. */
-static inline size_t eachobs__index_at(const eachobs_iter *it, size_t pos)
-{
-	return eachobs__sampler_index(&it->sampler, pos);
-}
-
-/* load.c */
-/* Observations in unit u (the last batch may be short). */
-size_t eachobs__unit_count(const eachobs_iter *it, size_t u);
-/* Load unit u into slot, which the caller owns; other threads may help
- * with a batch. True when the caller completed the unit and must hand it
- * on; false when a helper will (or close began). */
-bool eachobs__fill(eachobs_iter *it, struct eachobs__slot *slot, size_t u);
-/* Unbatched, untimed: load unit u into slot. A run of them is timed once
- * (two clock reads cost 50 ns here, more than a cheap getobs) and added to
- * this thread's stats with eachobs__account(t0, t1, count). */
-void eachobs__fill_one(eachobs_iter *it, struct eachobs__slot *slot, size_t u);
-void eachobs__account(uint64_t t0, uint64_t t1, size_t loaded);
-/* Batched: load unclaimed entries of an open batch whose unit is below
- * bound, scanning the slots from hint. 0 when there was none; 1 after
- * loading, with *done the slot when that completed its unit (the caller
- * hands it on), else NULL. */
-int eachobs__help(eachobs_iter *it, unsigned hint, size_t bound,
-		  struct eachobs__slot **done);
-/* Batched, getobs slow: make slot (owned by the caller) open for unit u
- * and leave its entries to eachobs__help, the caller's included. */
-void eachobs__open(eachobs_iter *it, struct eachobs__slot *slot, size_t u);
-/* SERIAL, batched: load the next claimable entries of slot's open unit;
- * true when that completed the unit. */
-bool eachobs__fill_step(eachobs_iter *it, struct eachobs__slot *slot);
-/* Whether getobs measured cheap on this thread for it (see load.c): runs
- * then, and no help before opening a unit. */
-bool eachobs__getobs_cheap(const eachobs_iter *it);
 
 /* start.c and iter.c: eachobs_parallel_sized and eachobs_get_stats_sized
  * (abi.c) with the options and stats of this library's own size; o is
@@ -308,8 +221,9 @@ struct eachobs__mode {
 	void (*give_back)(void *it, struct eachobs__slot *slot);
 	/* Any loader: a getobs failed under STOP at unit u (the failure
 	 * record is written): stop loading what that makes moot, and wake a
-	 * consumer that may wait for what will not come. */
-	void (*fail)(eachobs_iter *it, size_t u);
+	 * consumer that may wait for what will not come (it: the iterator;
+	 * the shape of load.h's on_fail). */
+	void (*fail)(void *it, size_t u);
 	/* Any thread, also a signal handler: wake the consumer to look at an
 	 * interrupt. */
 	void (*wake_consumer)(eachobs_iter *it);

@@ -79,10 +79,7 @@ static int accept(eachobs_iter *it, struct eachobs__slot *slot)
 /* The failure record's code becomes the sticky error (STOP). */
 static int fail_from_record(eachobs_iter *it)
 {
-	pthread_mutex_lock(&it->fail.lock);
-	it->err = it->fail.code;
-	it->err_idx = it->fail.idx;
-	pthread_mutex_unlock(&it->fail.lock);
+	eachobs__loader_failure(&it->load, &it->err, &it->err_idx);
 	return it->err;
 }
 

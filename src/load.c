@@ -25,7 +25,7 @@
  * or a failure under on_error = STOP has made the unit moot, no getobs
  * starts, also not for the rest of a claimed run. An abandoned batch never
  * completes; the consumer learns of the failure from the iterator's
- * failure record instead (eachobs__failed).
+ * failure record instead (eachobs__loader_failed).
  *
  * Why the slot bound still holds: every unit that is being filled, or is
  * complete and waiting for room, is tied to one thread: its owner while an
@@ -35,20 +35,22 @@
  * are in flight, as without batches.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "load.h"
+#include "error.h"
 
 #include <errno.h>
 #include <stdint.h>
 
-/* The iterator whose getobs runs on this thread, for eachobs_cancelled, and
+/* The loader whose getobs runs on this thread, for eachobs_cancelled, and
  * where eachobs_set_length writes. Saved and restored around each call,
  * since a getobs may itself iterate another iterator. */
-static EACHOBS__TLS const eachobs_iter *loading;
+static EACHOBS__TLS const struct eachobs__loader *loading;
 static EACHOBS__TLS size_t *loading_len;
 
 bool eachobs_cancelled(void)
 {
-	return loading && eachobs__closing(loading);
+	return loading &&
+	       atomic_load_explicit(loading->closing, memory_order_acquire);
 }
 
 int eachobs_set_length(size_t nbytes)
@@ -57,13 +59,33 @@ int eachobs_set_length(size_t nbytes)
 		return eachobs__fail(-EINVAL,
 				     "eachobs_set_length: not called from "
 				     "inside a getobs that eachobs runs");
-	if (nbytes > loading->data.obs_size)
+	if (nbytes > loading->obs_size)
 		return eachobs__fail(-EINVAL,
 				     "eachobs_set_length: nbytes %zu exceeds "
 				     "data->obs_size %zu",
-				     nbytes, loading->data.obs_size);
+				     nbytes, loading->obs_size);
 	*loading_len = nbytes;
 	return 0;
+}
+
+void eachobs__loader_setup(struct eachobs__loader *ld)
+{
+	atomic_init(&ld->limit, SIZE_MAX);
+	pthread_mutex_init(&ld->fail.lock, NULL);
+}
+
+void eachobs__loader_fini(struct eachobs__loader *ld)
+{
+	pthread_mutex_destroy(&ld->fail.lock);
+}
+
+void eachobs__loader_failure(struct eachobs__loader *ld, int *code,
+			     size_t *idx)
+{
+	pthread_mutex_lock(&ld->fail.lock);
+	*code = ld->fail.code;
+	*idx = ld->fail.idx;
+	pthread_mutex_unlock(&ld->fail.lock);
 }
 
 void eachobs__account(uint64_t t0, uint64_t t1, size_t loaded)
@@ -78,16 +100,18 @@ void eachobs__account(uint64_t t0, uint64_t t1, size_t loaded)
 
 /*
  * A failure under on_error = STOP: keep the lowest failed position in the
- * iterator's record, then end the loading (unordered: everything;
- * ordered: unit u and those after it), then wake the consumer, which may
- * be waiting for a batch that will now never complete. The record is
- * written before the stop is published, so whoever sees the stop finds
- * the record filled. Failures are rare: a mutex is simplest.
+ * record, then tell the owner (on_fail), which ends the loading
+ * (unordered: everything; ordered: unit u and those after it) and wakes
+ * the consumer, which may be waiting for a batch that will now never
+ * complete. The record is written before the stop is published, so
+ * whoever sees the stop finds the record filled. Failures are rare: a
+ * mutex is simplest.
  */
 static __attribute__((cold, noinline)) void
-record_failure(eachobs_iter *it, size_t u, size_t pos, size_t idx, int code)
+record_failure(struct eachobs__loader *ld, size_t u, size_t pos, size_t idx,
+	       int code)
 {
-	struct eachobs__failrec *f = &it->fail;
+	struct eachobs__failrec *f = &ld->fail;
 
 	pthread_mutex_lock(&f->lock);
 	if (!atomic_load_explicit(&f->set, memory_order_relaxed) ||
@@ -98,48 +122,59 @@ record_failure(eachobs_iter *it, size_t u, size_t pos, size_t idx, int code)
 	}
 	atomic_store_explicit(&f->set, true, memory_order_release);
 	pthread_mutex_unlock(&f->lock);
-	it->mode->fail(it, u);
+	ld->on_fail(ld->arg, u);
 }
 
 /* Whether no getobs may start for unit u: close has begun, or a failure
  * (STOP) made u moot. Checked right before every getobs, so it is one
- * load and one compare: every mode's failure lowers load_limit (unordered
- * to 0, ordered to the failed unit) and close sets it to 0, after
+ * load and one compare: the owner lowers the limit on a failure
+ * (unordered to 0, ordered to the failed unit) and to 0 on close, after
  * `closing`, which it sets first for the waits and for eachobs_cancelled. */
-static inline bool halted(const eachobs_iter *it, size_t u)
+static inline bool halted(const struct eachobs__loader *ld, size_t u)
 {
-	return u >= atomic_load_explicit(&it->load_limit, memory_order_relaxed);
+	return u >= atomic_load_explicit(&ld->limit, memory_order_relaxed);
+}
+
+static bool closing(const struct eachobs__loader *ld)
+{
+	return atomic_load_explicit(ld->closing, memory_order_acquire);
 }
 
 /* What one getobs costs on this thread, per entry of its last timed run
- * (UINT64_MAX: not measured yet for this iterator). */
-static EACHOBS__TLS const eachobs_iter *cost_it;
+ * for loader cost_of (another loader: not measured yet). */
+static EACHOBS__TLS const struct eachobs__loader *cost_of;
 static EACHOBS__TLS uint64_t cost_ns;
 
-bool eachobs__getobs_cheap(const eachobs_iter *it)
+bool eachobs__getobs_cheap(const struct eachobs__loader *ld)
 {
-	return cost_it == it && cost_ns < EACHOBS__CHEAP_NS;
+	return cost_of == ld && cost_ns < EACHOBS__CHEAP_NS;
 }
 
 /* Time k entries loaded since t0: this thread's cost estimate and stats. */
-static void learn(const eachobs_iter *it, uint64_t t0, size_t k)
+static void learn(const struct eachobs__loader *ld, uint64_t t0, size_t k)
 {
 	uint64_t t1 = eachobs__now_ns();
 
-	cost_it = it;
+	cost_of = ld;
 	cost_ns = (t1 - t0) / k;
 	eachobs__account(t0, t1, k);
 }
 
-/* The first position of unit u (a resumed iterator's units are mapped). */
-static size_t first_pos(const eachobs_iter *it, size_t u)
+/* The original unit that unit u stands for: itself, unless resumed. */
+static size_t origin(const struct eachobs__loader *ld, size_t u)
 {
-	return eachobs__unit_origin(it, u) * it->cap;
+	return ld->remap ? eachobs__remap_unit(ld->remap, u) : u;
+}
+
+/* The first position of unit u. */
+static size_t first_pos(const struct eachobs__loader *ld, size_t u)
+{
+	return origin(ld, u) * ld->cap;
 }
 
 /*
  * Load entries [e, e + k) of slot's unit u, stopping at the first that may
- * not start; the number loaded. Each getobs is told its iterator and where
+ * not start; the number loaded. Each getobs is told its loader and where
  * eachobs_set_length writes (`loading`, saved and restored around the run,
  * since a getobs may itself iterate another iterator), and what it
  * returned is recorded; a failure under STOP goes to the failure record.
@@ -147,39 +182,41 @@ static size_t first_pos(const eachobs_iter *it, size_t u)
  * does nothing, this loop is the library's whole cost per observation.
  */
 static inline __attribute__((always_inline)) size_t
-load_entries(eachobs_iter *it, struct eachobs__slot *slot, size_t u, size_t e,
-	     size_t k)
+load_entries(struct eachobs__loader *ld, struct eachobs__slot *slot, size_t u,
+	     size_t e, size_t k)
 {
-	const eachobs_iter *outer = loading;
+	const struct eachobs__loader *outer = loading;
 	size_t *outer_len = loading_len;
 	unsigned char *data = slot->b.data;
 	size_t *idxs = slot->b.idx, *lens = slot->b.len;
 	int *status = slot->b.status;
-	int (*getobs)(void *, size_t, void *) = it->data.getobs;
-	void *ctx = it->data.ctx;
-	size_t sz = it->data.obs_size, pos = first_pos(it, u) + e, i = 0;
+	int (*getobs)(void *, size_t, void *) = ld->getobs;
+	void *ctx = ld->ctx;
+	const struct eachobs__sampler *sampler = ld->sampler;
+	size_t sz = ld->obs_size, pos = first_pos(ld, u) + e, i = 0;
 
-	loading = it;
-	for (; i < k && !halted(it, u); i++, e++, pos++) {
-		size_t idx = eachobs__index_at(it, pos);
+	loading = ld;
+	for (; i < k && !halted(ld, u); i++, e++, pos++) {
+		size_t idx = eachobs__sampler_index(sampler, pos);
 		idxs[e] = idx;
 		lens[e] = sz;
 		loading_len = &lens[e];
 		int rc = getobs(ctx, idx, data + e * sz);
 		status[e] = rc > 0 ? -ERANGE : rc;
-		if (rc != 0 && !it->skip_errors)
-			record_failure(it, u, pos, idx, status[e]);
+		if (rc != 0 && !ld->skip_errors)
+			record_failure(ld, u, pos, idx, status[e]);
 	}
 	loading = outer;
 	loading_len = outer_len;
 	return i;
 }
 
-size_t eachobs__unit_count(const eachobs_iter *it, size_t u)
+/* Observations in unit u (the last batch may be short). */
+static size_t unit_count(const struct eachobs__loader *ld, size_t u)
 {
-	size_t left = it->npos - eachobs__unit_origin(it, u) * it->cap;
+	size_t left = ld->npos - first_pos(ld, u);
 
-	return left < it->cap ? left : it->cap;
+	return left < ld->cap ? left : ld->cap;
 }
 
 /*
@@ -188,7 +225,8 @@ size_t eachobs__unit_count(const eachobs_iter *it, size_t u)
  * the previous generation's word cannot claim against the new count: its
  * compare-and-swap fails on the changed word.
  */
-static void open_unit(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
+static void open_unit(struct eachobs__loader *ld, struct eachobs__slot *slot,
+		      size_t u)
 {
 	uint64_t gen = (atomic_load_explicit(&slot->claim,
 					     memory_order_relaxed) >>
@@ -197,10 +235,10 @@ static void open_unit(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
 	atomic_store_explicit(&slot->claim, gen << 32 | UINT32_MAX,
 			      memory_order_relaxed);
 	atomic_store_explicit(&slot->unit, u, memory_order_relaxed);
-	atomic_store_explicit(&slot->count, eachobs__unit_count(it, u),
+	atomic_store_explicit(&slot->count, unit_count(ld, u),
 			      memory_order_relaxed);
 	atomic_store_explicit(&slot->done, 0, memory_order_relaxed);
-	atomic_fetch_add_explicit(&it->open_units, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ld->open_units, 1, memory_order_relaxed);
 	atomic_store_explicit(&slot->claim, gen << 32, memory_order_release);
 }
 
@@ -220,7 +258,7 @@ static void open_unit(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
 enum { CLAIM_MIN = 8, CLAIM_MAX = 16 };
 
 static inline __attribute__((always_inline)) bool
-claim_entries(eachobs_iter *it, struct eachobs__slot *slot, size_t bound,
+claim_entries(struct eachobs__loader *ld, struct eachobs__slot *slot, size_t bound,
 	      bool cheap, size_t *u, size_t *e, size_t *k)
 {
 	uint64_t w = atomic_load_explicit(&slot->claim, memory_order_acquire);
@@ -247,7 +285,7 @@ claim_entries(eachobs_iter *it, struct eachobs__slot *slot, size_t bound,
 			*k = take;
 			/* Exactly one claim takes the last entry. */
 			if (next + take == count)
-				atomic_fetch_sub_explicit(&it->open_units, 1,
+				atomic_fetch_sub_explicit(&ld->open_units, 1,
 							  memory_order_relaxed);
 			return true;
 		}
@@ -272,93 +310,98 @@ static bool entries_done(struct eachobs__slot *slot, size_t k)
  * run would cost more than the entries: no-op batches ran at 7 M/s with
  * reads per observation); else each run, so that the estimate follows.
  */
-static bool load_claimed(eachobs_iter *it, struct eachobs__slot *slot)
+static bool load_claimed(struct eachobs__loader *ld, struct eachobs__slot *slot)
 {
 	uint64_t t0 = eachobs__now_ns();
 	size_t u, e, run, k = 0, timed = 0;
-	bool cheap = eachobs__getobs_cheap(it);
+	bool cheap = eachobs__getobs_cheap(ld);
 
-	while (claim_entries(it, slot, SIZE_MAX, cheap, &u, &e, &run)) {
-		size_t n = load_entries(it, slot, u, e, run);
+	while (claim_entries(ld, slot, SIZE_MAX, cheap, &u, &e, &run)) {
+		size_t n = load_entries(ld, slot, u, e, run);
 		k += n;
 		if (n < run) /* halted: the unit will not complete */
 			break;
 		if (!cheap) {
-			learn(it, t0, k - timed);
+			learn(ld, t0, k - timed);
 			timed = k;
 			t0 = eachobs__now_ns();
-			cheap = eachobs__getobs_cheap(it);
+			cheap = eachobs__getobs_cheap(ld);
 		}
 	}
 	if (k > timed)
-		learn(it, t0, k - timed);
+		learn(ld, t0, k - timed);
 	return k && entries_done(slot, k);
 }
 
-void eachobs__fill_one(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
+void eachobs__fill_one(struct eachobs__loader *ld, struct eachobs__slot *slot,
+		       size_t u)
 {
 	atomic_store_explicit(&slot->unit, u, memory_order_relaxed);
 	/* The caller checked for close and failures right before. */
-	const eachobs_iter *outer = loading;
+	const struct eachobs__loader *outer = loading;
 	size_t *outer_len = loading_len;
 	struct eachobs__buf *b = &slot->b;
-	size_t pos = first_pos(it, u), idx = eachobs__index_at(it, pos);
+	size_t pos = first_pos(ld, u);
+	size_t idx = eachobs__sampler_index(ld->sampler, pos);
 
 	b->idx[0] = idx;
-	b->len[0] = it->data.obs_size;
-	loading = it;
+	b->len[0] = ld->obs_size;
+	loading = ld;
 	loading_len = &b->len[0];
-	int rc = it->data.getobs(it->data.ctx, idx, b->data);
+	int rc = ld->getobs(ld->ctx, idx, b->data);
 	loading = outer;
 	loading_len = outer_len;
 	b->status[0] = rc > 0 ? -ERANGE : rc;
-	if (rc != 0 && !it->skip_errors)
-		record_failure(it, u, pos, idx, b->status[0]);
+	if (rc != 0 && !ld->skip_errors)
+		record_failure(ld, u, pos, idx, b->status[0]);
 }
 
-bool eachobs__fill(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
+bool eachobs__fill(struct eachobs__loader *ld, struct eachobs__slot *slot,
+		   size_t u)
 {
-	if (!it->batchsize) {
+	if (!ld->batched) {
 		uint64_t t0 = eachobs__now_ns();
-		eachobs__fill_one(it, slot, u);
-		learn(it, t0, 1);
+		eachobs__fill_one(ld, slot, u);
+		learn(ld, t0, 1);
 		return true;
 	}
-	open_unit(it, slot, u);
-	return load_claimed(it, slot);
+	open_unit(ld, slot, u);
+	return load_claimed(ld, slot);
 }
 
-void eachobs__open(eachobs_iter *it, struct eachobs__slot *slot, size_t u)
+void eachobs__open(struct eachobs__loader *ld, struct eachobs__slot *slot,
+		   size_t u)
 {
-	open_unit(it, slot, u);
+	open_unit(ld, slot, u);
 }
 
-bool eachobs__fill_step(eachobs_iter *it, struct eachobs__slot *slot)
+bool eachobs__fill_step(struct eachobs__loader *ld, struct eachobs__slot *slot)
 {
 	uint64_t t0 = eachobs__now_ns();
 	size_t u, e, run;
 
-	if (!claim_entries(it, slot, SIZE_MAX, eachobs__getobs_cheap(it), &u,
+	if (!claim_entries(ld, slot, SIZE_MAX, eachobs__getobs_cheap(ld), &u,
 			   &e, &run))
 		return false;
-	size_t n = load_entries(it, slot, u, e, run);
+	size_t n = load_entries(ld, slot, u, e, run);
 	if (n)
-		learn(it, t0, n);
+		learn(ld, t0, n);
 	return n == run && entries_done(slot, run);
 }
 
 /* Load the claimed entries [e, e + k) of slot's unit u as a helper; 1,
  * with *done the slot when that completed the unit; 0 when halted before
  * any. */
-static int load_helped(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
-		       size_t e, size_t k, struct eachobs__slot **done)
+static int load_helped(struct eachobs__loader *ld, struct eachobs__slot *slot,
+		       size_t u, size_t e, size_t k,
+		       struct eachobs__slot **done)
 {
 	uint64_t t0 = eachobs__now_ns();
-	size_t n = load_entries(it, slot, u, e, k);
+	size_t n = load_entries(ld, slot, u, e, k);
 
 	if (n == 0)
 		return 0;
-	learn(it, t0, n);
+	learn(ld, t0, n);
 	/* A halted unit never completes: nobody hands it on. */
 	if (n == k && entries_done(slot, k))
 		*done = slot;
@@ -371,13 +414,14 @@ static int load_helped(eachobs_iter *it, struct eachobs__slot *slot, size_t u,
  * fewest unclaimed entries, so that threads converge on one batch instead
  * of each keeping to its own. A snapshot: the caller's claim re-checks.
  */
-static struct eachobs__slot *best_open(eachobs_iter *it, size_t bound)
+static struct eachobs__slot *best_open(struct eachobs__loader *ld,
+				       size_t bound)
 {
 	struct eachobs__slot *best = NULL;
 	size_t best_key = SIZE_MAX;
 
-	for (size_t i = 0; i < it->nslots; i++) {
-		struct eachobs__slot *slot = &it->slots[i];
+	for (size_t i = 0; i < ld->nslots; i++) {
+		struct eachobs__slot *slot = &ld->slots[i];
 		size_t next = (uint32_t)atomic_load_explicit(
 			&slot->claim, memory_order_relaxed);
 		size_t count = atomic_load_explicit(&slot->count,
@@ -386,7 +430,7 @@ static struct eachobs__slot *best_open(eachobs_iter *it, size_t bound)
 						   memory_order_relaxed);
 		if (next >= count || unit >= bound)
 			continue;
-		size_t key = it->ordered ? unit : count - next;
+		size_t key = ld->lowest_first ? unit : count - next;
 		if (key < best_key) {
 			best = slot;
 			best_key = key;
@@ -395,15 +439,15 @@ static struct eachobs__slot *best_open(eachobs_iter *it, size_t bound)
 	return best;
 }
 
-static int help_slow(eachobs_iter *it, size_t bound,
+static int help_slow(struct eachobs__loader *ld, size_t bound,
 		     struct eachobs__slot **done)
 {
 	struct eachobs__slot *slot;
 	size_t u, e, run;
 
-	while (!eachobs__closing(it) && (slot = best_open(it, bound)))
-		if (claim_entries(it, slot, bound, false, &u, &e, &run))
-			return load_helped(it, slot, u, e, run, done);
+	while (!closing(ld) && (slot = best_open(ld, bound)))
+		if (claim_entries(ld, slot, bound, false, &u, &e, &run))
+			return load_helped(ld, slot, u, e, run, done);
 	return 0;
 }
 
@@ -411,23 +455,23 @@ static int help_slow(eachobs_iter *it, size_t bound,
  * few, and usually where they were. 0: start at the caller's hint. */
 static EACHOBS__TLS size_t help_from;
 
-int eachobs__help(eachobs_iter *it, unsigned hint, size_t bound,
+int eachobs__help(struct eachobs__loader *ld, unsigned hint, size_t bound,
 		  struct eachobs__slot **done)
 {
-	size_t u, e, run, from = (help_from ? help_from - 1 : hint) % it->nslots;
+	size_t u, e, run, from = (help_from ? help_from - 1 : hint) % ld->nslots;
 
 	*done = NULL;
-	if (atomic_load_explicit(&it->open_units, memory_order_relaxed) == 0)
+	if (atomic_load_explicit(&ld->open_units, memory_order_relaxed) == 0)
 		return 0;
-	if (!eachobs__getobs_cheap(it))
-		return help_slow(it, bound, done);
-	for (size_t k = 0; k < it->nslots && !eachobs__closing(it); k++) {
-		size_t i = (from + k) % it->nslots;
-		struct eachobs__slot *slot = &it->slots[i];
-		if (!claim_entries(it, slot, bound, true, &u, &e, &run))
+	if (!eachobs__getobs_cheap(ld))
+		return help_slow(ld, bound, done);
+	for (size_t k = 0; k < ld->nslots && !closing(ld); k++) {
+		size_t i = (from + k) % ld->nslots;
+		struct eachobs__slot *slot = &ld->slots[i];
+		if (!claim_entries(ld, slot, bound, true, &u, &e, &run))
 			continue;
 		help_from = i + 1;
-		return load_helped(it, slot, u, e, run, done);
+		return load_helped(ld, slot, u, e, run, done);
 	}
 	return 0;
 }

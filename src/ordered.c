@@ -27,7 +27,7 @@ static bool help_entry(eachobs_iter *it, unsigned hint, size_t bound)
 {
 	struct eachobs__slot *done;
 
-	if (!it->batchsize || !eachobs__help(it, hint, bound, &done))
+	if (!it->batchsize || !eachobs__help(&it->load, hint, bound, &done))
 		return false;
 	if (done)
 		publish(it, done);
@@ -45,12 +45,12 @@ static void load_and_publish(eachobs_iter *it, size_t u)
 {
 	struct eachobs__slot *slot = slot_of(it, u);
 
-	if (!it->batchsize || eachobs__getobs_cheap(it)) {
-		if (eachobs__fill(it, slot, u))
+	if (!it->batchsize || eachobs__getobs_cheap(&it->load)) {
+		if (eachobs__fill(&it->load, slot, u))
 			publish(it, slot);
 		return;
 	}
-	eachobs__open(it, slot, u);
+	eachobs__open(&it->load, slot, u);
 	while (help_entry(it, 0, u + 1))
 		;
 }
@@ -94,7 +94,7 @@ static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi)
 		}
 		if (k++ == 0)
 			t0 = eachobs__now_ns();
-		eachobs__fill_one(it, slot_of(it, i), i);
+		eachobs__fill_one(&it->load, slot_of(it, i), i);
 		eachobs__window_publish(&it->window, i);
 	}
 	account_run(t0, &k);
@@ -167,8 +167,8 @@ static bool help(eachobs_iter *it)
 		it->order.owes = false;
 		if (!eachobs__window_claim(&it->window, 1, bound, 0, &lo, &hi))
 			return false;
-		if (it->batchsize && !eachobs__getobs_cheap(it)) {
-			eachobs__open(it, slot_of(it, lo), lo);
+		if (it->batchsize && !eachobs__getobs_cheap(&it->load)) {
+			eachobs__open(&it->load, slot_of(it, lo), lo);
 			it->order.owes = true;
 			return true;
 		}
@@ -220,9 +220,11 @@ static void give_back(void *arg, struct eachobs__slot *slot)
 
 /* Nothing at or past u is loaded any more; the consumer may wait on u's
  * place, which will now never be published. */
-static void fail(eachobs_iter *it, size_t u)
+static void fail(void *arg, size_t u)
 {
-	eachobs__lower_load_limit(it, u);
+	eachobs_iter *it = arg;
+
+	eachobs__loader_halt(&it->load, u);
 	eachobs__window_fail(&it->window, u);
 }
 

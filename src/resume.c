@@ -14,7 +14,9 @@
  * alike; a truncated one fails the size word first.
  */
 #include "resume.h"
-#include "internal.h"
+#include "base.h"
+#include "resume.h"
+#include "base.h"
 
 #include <errno.h>
 #include <string.h>

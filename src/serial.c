@@ -27,15 +27,15 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 			return 0;
 		slot = serial_slot(it);
 		/* Cheap entries: the whole batch at once, timed once. */
-		if (!it->batchsize || eachobs__getobs_cheap(it)) {
-			eachobs__fill(it, slot, it->yielded++);
+		if (!it->batchsize || eachobs__getobs_cheap(&it->load)) {
+			eachobs__fill(&it->load, slot, it->yielded++);
 			*out = slot;
 			return 1;
 		}
-		eachobs__open(it, slot, it->yielded++);
+		eachobs__open(&it->load, slot, it->yielded++);
 		it->serial_open = slot;
 	}
-	while (!eachobs__fill_step(it, slot)) {
+	while (!eachobs__fill_step(&it->load, slot)) {
 		if (eachobs__failed(it)) { /* STOP: the rest is not loaded */
 			it->serial_open = NULL;
 			return EACHOBS__TAKE_FAILED;
@@ -55,10 +55,12 @@ static void give_back(void *it, struct eachobs__slot *slot)
 	(void)slot;
 }
 
-static void fail(eachobs_iter *it, size_t u)
+static void fail(void *arg, size_t u)
 {
+	eachobs_iter *it = arg;
+
 	(void)u;
-	eachobs__lower_load_limit(it, 0);
+	eachobs__loader_halt(&it->load, 0);
 	atomic_store_explicit(&it->stop, true, memory_order_release);
 }
 

@@ -367,7 +367,7 @@ void eachobs__destroy(eachobs_iter *it)
 {
 	atomic_store(&it->closing, true);
 	/* What loaders check before each getobs (load.c, halted). */
-	atomic_store_explicit(&it->load_limit, 0, memory_order_relaxed);
+	eachobs__loader_halt(&it->load, 0);
 	atomic_store_explicit(&it->stop, true, memory_order_relaxed);
 	eachobs__window_close(&it->window);
 	eachobs__workers_wake_all(&it->workers);
@@ -386,8 +386,8 @@ void eachobs__destroy(eachobs_iter *it)
 	eachobs__arena_close(it->arena);
 	eachobs__arena_unref(it->arena);
 	eachobs__free(it->slots);
-	/* Last: workers take it on a failure until they are joined. */
-	pthread_mutex_destroy(&it->fail.lock);
+	/* Last: workers take its lock on a failure until they are joined. */
+	eachobs__loader_fini(&it->load);
 	eachobs__free(it);
 }
 
@@ -415,10 +415,34 @@ static void run_worker(void *arg, unsigned self)
 	it->mode->worker(it, self);
 }
 
+/* What the loaders need of the iterator, once its slots exist. */
+static void plan_loader(eachobs_iter *it)
+{
+	struct eachobs__loader *ld = &it->load;
+
+	ld->getobs = it->data.getobs;
+	ld->ctx = it->data.ctx;
+	ld->obs_size = it->data.obs_size;
+	ld->sampler = &it->sampler;
+	ld->remap = it->resumed ? &it->remap : NULL;
+	ld->npos = it->npos;
+	ld->cap = it->cap;
+	ld->batched = it->batchsize > 0;
+	ld->skip_errors = it->skip_errors;
+	ld->lowest_first = it->ordered;
+	ld->slots = it->slots;
+	ld->nslots = it->nslots;
+	ld->closing = &it->closing;
+	ld->on_fail = it->mode->fail;
+	ld->arg = it;
+}
+
 static int start(eachobs_iter *it, unsigned workers, unsigned hold,
 		 const eachobs_allocator *a)
 {
 	int rc = alloc_slots(it, hold, a);
+
+	plan_loader(it);
 
 	/* Room for every run of yielded units there can be (resume.h). */
 	if (rc == 0)
@@ -468,8 +492,7 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 				     sizeof(*it));
 	memset(it, 0, sizeof(*it));
 	/* Before anything can fail: eachobs__destroy destroys it. */
-	pthread_mutex_init(&it->fail.lock, NULL);
-	atomic_init(&it->load_limit, SIZE_MAX);
+	eachobs__loader_setup(&it->load);
 	it->data = *data;
 	it->executor = o->executor;
 	it->ordered = o->ordered && o->executor != EACHOBS_SERIAL;

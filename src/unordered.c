@@ -45,7 +45,7 @@ static size_t load_run(eachobs_iter *it, void **run,
 		run[n] = eachobs__handoff_get_free(&it->handoff);
 		if (!run[n])
 			break;
-		eachobs__fill_one(it, run[n], first + n);
+		eachobs__fill_one(&it->load, run[n], first + n);
 	}
 	if (n) {
 		uint64_t t1 = eachobs__now_ns();
@@ -125,7 +125,7 @@ static bool help_open(eachobs_iter *it, unsigned self)
 {
 	struct eachobs__slot *done;
 
-	while (eachobs__help(it, self, SIZE_MAX, &done))
+	while (eachobs__help(&it->load, self, SIZE_MAX, &done))
 		if (done && !eachobs__handoff_put_ready(&it->handoff, done))
 			return false;
 	return true;
@@ -147,7 +147,7 @@ static void worker(eachobs_iter *it, unsigned self)
 		return;
 	}
 	for (;;) {
-		bool cheap = eachobs__getobs_cheap(it);
+		bool cheap = eachobs__getobs_cheap(&it->load);
 		if (!cheap && !help_open(it, self))
 			return;
 		if (!claim(it, self, 1, &u))
@@ -157,8 +157,8 @@ static void worker(eachobs_iter *it, unsigned self)
 		    atomic_load_explicit(&it->stop, memory_order_relaxed))
 			break;
 		if (!cheap)
-			eachobs__open(it, slot, u);
-		else if (eachobs__fill(it, slot, u) &&
+			eachobs__open(&it->load, slot, u);
+		else if (eachobs__fill(&it->load, slot, u) &&
 			 !eachobs__handoff_put_ready(&it->handoff, slot))
 			return;
 	}
@@ -188,7 +188,7 @@ static struct eachobs__slot *help_batched(eachobs_iter *it, bool *progress)
 	struct eachobs__slot *slot;
 	size_t u;
 
-	*progress = eachobs__help(it, 0, SIZE_MAX, &slot) == 1;
+	*progress = eachobs__help(&it->load, 0, SIZE_MAX, &slot) == 1;
 	if (*progress)
 		return slot;
 	if (atomic_load_explicit(&it->stop, memory_order_relaxed) ||
@@ -196,11 +196,11 @@ static struct eachobs__slot *help_batched(eachobs_iter *it, bool *progress)
 		return NULL;
 	*progress = true;
 	/* Slow getobs: open it to every thread and help it as they do. */
-	if (!eachobs__getobs_cheap(it)) {
-		eachobs__open(it, slot, u);
+	if (!eachobs__getobs_cheap(&it->load)) {
+		eachobs__open(&it->load, slot, u);
 		return NULL;
 	}
-	return eachobs__fill(it, slot, u) ? slot : NULL;
+	return eachobs__fill(&it->load, slot, u) ? slot : NULL;
 }
 
 /* THREADED consumer with nothing ready: load one pending unit itself. */
@@ -222,7 +222,7 @@ static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
 	if (!(slot = take_free_unit(it, &u)))
 		return NULL;
 	*progress = true;
-	eachobs__fill(it, slot, u);
+	eachobs__fill(&it->load, slot, u);
 	it->help_ns = eachobs__now_ns() - t0;
 	return slot;
 }
@@ -294,10 +294,12 @@ static void give_back(void *arg, struct eachobs__slot *slot)
 
 /* A failure (STOP) ends all loading; the consumer may wait for a unit
  * that will now never arrive. */
-static void fail(eachobs_iter *it, size_t u)
+static void fail(void *arg, size_t u)
 {
+	eachobs_iter *it = arg;
+
 	(void)u;
-	eachobs__lower_load_limit(it, 0);
+	eachobs__loader_halt(&it->load, 0);
 	atomic_store_explicit(&it->stop, true, memory_order_release);
 	eachobs__handoff_wake_consumer(&it->handoff);
 }
