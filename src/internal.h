@@ -1,7 +1,8 @@
 /*
  * Internal declarations shared by the library's source files.
  *
- * Map of the sources:
+ * Map of the sources (each mechanism's struct and functions are declared
+ * in the header named after it; this file holds the iterator and its modes):
  *   event.c  sleeping and waking: an event count over a futex
  *   alloc.c  allocation and thread creation, with test-only fault injection
  *   arena.c  the memory items live in: the user's allocator, references
@@ -9,7 +10,8 @@
  *   deque.c  unordered work sharing: per-worker ranges, stealing
  *   lender.c an eachobs_pool's persistent threads, lent to run opaque
  *            work (lender.h); it knows nothing of iterators
- *   workers.c an iterator's worker threads: created or lent, the start gate
+ *   workers.c an iterator's worker threads: created or lent, the start gate,
+ *            each running one job (workers.h)
  *   handoff.c unordered hand-off: items through two ck_rings, credits
  *   serial.c the SERIAL mode: the consumer loads each unit itself
  *   unordered.c the unordered mode: deques, load, hand-off
@@ -17,8 +19,9 @@
  *   ordered.c the ordered mode: window, load
  *   sampler.c which dataset index each position visits (shuffle, shards)
  *   resume.c  checkpoint and resume: yielded units as spans, the record
- *   load.c   running getobs: one observation, or a batch several threads fill
- *   hold.c   what the consumer holds, and eachobs_release
+ *   load.c   running getobs: one observation, or a batch several threads
+ *            fill; the lowest failed unit (load.h)
+ *   hold.c   what the consumer holds, and eachobs_release (hold.h)
  *   start.c  starting and stopping: validation, defaults, plan, allocation
  *   iter.c   the consumer: next, batches, release, checkpoint, interrupt
  *   error.c  eachobs_strerror, eachobs_last_error and the messages
