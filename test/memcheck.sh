@@ -13,8 +13,8 @@
 # still counts as passing and the run exits 0. Each process therefore logs to
 # its own file, and this script fails the test unless every log ends with
 # "ERROR SUMMARY: 0 errors".
-# One more thing: on a loaded machine, Criterion rarely (once in a CI run
-# of thousands of test processes) loses one before it starts (it reports "exited during its
+# On a loaded machine Criterion rarely (seen once in thousands of test
+# processes) loses one before it starts (it reports "exited during its
 # setup or teardown", and every test that started passed). Such a run is
 # repeated once, saying so, and must then pass whole: every test, every
 # log clean. A test that failed, or the same loss twice, fails.
