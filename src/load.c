@@ -47,10 +47,14 @@
 static EACHOBS__TLS const struct eachobs__loader *loading;
 static EACHOBS__TLS size_t *loading_len;
 
+static bool closing(const struct eachobs__loader *ld)
+{
+	return atomic_load_explicit(ld->closing, memory_order_acquire);
+}
+
 bool eachobs_cancelled(void)
 {
-	return loading &&
-	       atomic_load_explicit(loading->closing, memory_order_acquire);
+	return loading && closing(loading);
 }
 
 int eachobs_set_length(size_t nbytes)
@@ -133,11 +137,6 @@ record_failure(struct eachobs__loader *ld, size_t u, size_t pos, size_t idx,
 static inline bool halted(const struct eachobs__loader *ld, size_t u)
 {
 	return u >= atomic_load_explicit(&ld->limit, memory_order_relaxed);
-}
-
-static bool closing(const struct eachobs__loader *ld)
-{
-	return atomic_load_explicit(ld->closing, memory_order_acquire);
 }
 
 /* What one getobs costs on this thread, per entry of its last timed run
