@@ -75,7 +75,7 @@ extern "C" {
 /** The major version of this header (0 until the API is declared stable). */
 #define EACHOBS_VERSION_MAJOR 0
 /** The minor version: it grows with every release that adds to the API. */
-#define EACHOBS_VERSION_MINOR 2
+#define EACHOBS_VERSION_MINOR 3
 /** The patch version: fixes only. */
 #define EACHOBS_VERSION_PATCH 0
 /** This header's version, (major << 16) | (minor << 8) | patch. */
@@ -255,7 +255,21 @@ typedef struct eachobs_options {
 	size_t resume_len;
 	/** NULL, or the allocator of the unit buffers (copied; since 0.2). */
 	const eachobs_allocator *allocator;
+	/** NULL, or the bytes of each of the nfields fields an observation is
+	 *  made of (since 0.3; copied), summing to obs_size. A unit then holds
+	 *  one 64-byte aligned array per field, batched or not: field k of
+	 *  entry j at eachobs_field_data(it, data, k) + j * fields[k], so a
+	 *  batch's labels lie in one array beside its pixels. getobs()'s obs
+	 *  is its field 0 (eachobs_field() gives each), and lengths count
+	 *  field 0's bytes; eachobs_dlpack_fields() makes a tensor of each. */
+	const size_t *fields;
+	/** Entries in fields, at most EACHOBS_MAX_FIELDS; 0 with fields NULL:
+	 *  one field of obs_size bytes. */
+	size_t nfields;
 } eachobs_options;
+
+/** Upper bound on eachobs_options.nfields. */
+#define EACHOBS_MAX_FIELDS 64u
 
 /** CPU numbers in eachobs_options.worker_cpus must be below this. */
 #define EACHOBS_MAX_CPU 1024u
@@ -328,7 +342,9 @@ EACHOBS_API void eachobs_pool_destroy(eachobs_pool *pool);
  *      below n; shard_index >= shard_count > 1; only one of resume and
  *      resume_len is zero; resume is not a checkpoint of this iteration
  *      (other numobs or order, damaged or truncated); alloc or free is
- *      NULL, or alloc's block is misaligned; buffersize + nthreads +
+ *      NULL, or alloc's block is misaligned; fields is NULL with nfields
+ *      set, nfields exceeds EACHOBS_MAX_FIELDS, or fields do not sum to
+ *      obs_size; buffersize + nthreads +
  *      max(1, hold) exceeds EACHOBS_MAX_SLOTS, or the units' bytes overflow
  *      size_t;
  *    -E2BIG when opts_size exceeds this library's eachobs_options and a
@@ -447,8 +463,21 @@ EACHOBS_API int eachobs_checkpoint(eachobs_iter *it, void *buf, size_t *len);
  *  Thread: the consumer; never blocks; O(hold). */
 EACHOBS_API int eachobs_release(eachobs_iter *it, const void *data);
 
-/** Inside getobs(): this observation uses nbytes (at most obs_size) of its
- *  slot, as eachobs_batch.lengths and eachobs_obs_length() report; without
+/** Inside getobs(): where field k (eachobs_options.fields; without them,
+ *  field 0 is obs) of this observation goes: fields[k] bytes, NULL when k
+ *  is not a field or not inside a getobs() that eachobs runs. Field 0 is
+ *  getobs()'s obs. Thread: the one running getobs(). */
+EACHOBS_API void *eachobs_field(size_t k);
+
+/** The start of field k's array (eachobs_options.fields) in data, an item
+ *  of it still valid (an observation, or a batch's data; field 0 is data
+ *  itself); entry j's field k lies j * fields[k] bytes further. NULL when
+ *  it or data is NULL or k is not a field. Thread: any; O(1). */
+EACHOBS_API void *eachobs_field_data(const eachobs_iter *it, const void *data,
+				     size_t k);
+
+/** Inside getobs(): this observation uses nbytes (at most obs_size; with
+ *  fields, of field 0 and at most its size) of its slot, as eachobs_batch.lengths and eachobs_obs_length() report; without
  *  a call, obs_size; the last call wins. Bytes past it are stale: padding
  *  is getobs()'s to write. Returns 0; -EINVAL when nbytes > obs_size or not
  *  inside a getobs() that eachobs runs. Thread: the one running getobs(). */

@@ -58,8 +58,9 @@ extern "C" {
  * @param ndim   1 .. EACHOBS_DLPACK_MAX_NDIM.
  * @param shape  ndim sizes, each >= 0.
  * @param out    receives the tensor; NULL on failure.
- * @return 0; -EINVAL when it, data, shape or out is NULL, ndim is out of
- *   range, a size is negative, the dtype has no whole bytes (bits not a
+ * @return 0; -EINVAL when it, data, shape or out is NULL, the iterator's
+ *   observations have several fields (eachobs_dlpack_fields() takes
+ *   them), ndim is out of range, a size is negative, the dtype has no whole bytes (bits not a
  *   positive multiple of 8, or lanes 0), the shape's bytes overflow or are
  *   not obs_size, data is not an item this iterator holds (hold 0, never
  *   yielded, released, from another iterator, not the start of an
@@ -72,6 +73,44 @@ extern "C" {
 EACHOBS_API int eachobs_dlpack(eachobs_iter *it, const void *data,
 			       DLDataType dtype, int ndim,
 			       const int64_t *shape, DLManagedTensor **out);
+
+/** What one field of an observation is (eachobs_dlpack_fields()). */
+typedef struct eachobs_dlpack_field {
+	DLDataType dtype; /**< element type, whole bytes */
+	int ndim;         /**< 0 (a scalar) .. EACHOBS_DLPACK_MAX_NDIM */
+	int64_t shape[EACHOBS_DLPACK_MAX_NDIM]; /**< ndim sizes, each >= 0 */
+} eachobs_dlpack_field;
+
+/**
+ * Make one DLPack tensor per field (eachobs_options.fields; without them,
+ * the one field of obs_size bytes) of an item this iterator holds, in
+ * place: out[k] is field k, shape [count, fields[k].shape...] for a batch
+ * and fields[k].shape for a single observation, over field k's array
+ * (eachobs_field_data()), compact, CPU memory.
+ *
+ * The tensors take the item over together, as eachobs_dlpack()'s does:
+ * it goes back to the iterator when the last of them is deleted, each
+ * deleter on any thread, at any time, also after eachobs_close().
+ *
+ * @param it       the iterator.
+ * @param data     the held item (an observation, or a batch's data).
+ * @param fields   nfields descriptions whose bytes (dtype bytes times the
+ *                 shape's product) are the fields' sizes.
+ * @param nfields  the iterator's number of fields (1 without fields).
+ * @param out      nfields pointers; receives the tensors, all NULL on
+ *                 failure.
+ * @return 0; -EINVAL when it, data, fields or out is NULL, nfields is not
+ *   the iterator's, a field's ndim is out of range, a size is negative, a
+ *   dtype has no whole bytes, a field's bytes are not its size, or data is
+ *   not an item this iterator holds or already belongs to a tensor;
+ *   -ENOMEM when the tensors cannot be allocated. On failure nothing else
+ *   changes and the iterator stays usable.
+ *
+ * Thread: the iterator's consumer. Never blocks. The deleters: any thread.
+ */
+EACHOBS_API int eachobs_dlpack_fields(eachobs_iter *it, const void *data,
+				      const eachobs_dlpack_field *fields,
+				      size_t nfields, DLManagedTensor **out);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,13 @@
 /*
- * eachobs_dlpack: a DLPack tensor over a held item (include/eachobs_dlpack.h).
+ * eachobs_dlpack: DLPack tensors over a held item (include/eachobs_dlpack.h).
  *
- * The tensor owns a reference to the iterator's arena, so the memory stays
- * when the iterator closes first, and its deleter gives the item back
+ * The tensors of one item share a lease: one reference to the iterator's
+ * arena, so the memory stays when the iterator closes first, and a count
+ * of the tensors not yet deleted. The last deleter gives the item back
  * through the arena (arena.c), which the consumer takes in at its next
- * call: the deleter never touches the iterator itself, which may be gone.
+ * call: a deleter never touches the iterator itself, which may be gone.
+ * The lease and its tensors are one allocation, freed by the last deleter
+ * (a framework does not touch a tensor after calling its deleter).
  */
 #define _GNU_SOURCE
 #include "eachobs_dlpack.h"
@@ -16,91 +19,109 @@
 struct tensor {
 	DLManagedTensor m;   /* first: m.manager_ctx points back here */
 	int64_t shape[EACHOBS_DLPACK_MAX_NDIM + 1];
+	struct lease *lease;
+};
+
+struct lease {
+	_Atomic size_t alive; /* tensors whose deleter has not run */
 	struct eachobs__arena *arena;
 	const void *data;
+	struct tensor t[];
 };
 
 static void deleter(DLManagedTensor *m)
 {
-	struct tensor *t = m->manager_ctx;
+	struct lease *l = ((struct tensor *)m->manager_ctx)->lease;
 
-	eachobs__arena_give_back(t->arena, t->data);
-	eachobs__arena_unref(t->arena);
-	free(t);
+	if (atomic_fetch_sub_explicit(&l->alive, 1, memory_order_acq_rel) != 1)
+		return;
+	eachobs__arena_give_back(l->arena, l->data);
+	eachobs__arena_unref(l->arena);
+	free(l);
 }
 
-/* The bytes of one observation the shape and dtype describe, or 0 when
- * they are not valid (0 is also a valid size: *ok says which). */
-static size_t shape_bytes(DLDataType dtype, int ndim, const int64_t *shape,
-			  bool *ok)
+/* The bytes of one observation's field the shape and dtype describe;
+ * false when they are not valid (0 is also a valid size). */
+static bool shape_bytes(DLDataType dtype, int ndim, const int64_t *shape,
+			size_t *bytes)
 {
-	size_t bytes = (size_t)dtype.bits / 8 * dtype.lanes;
+	bool ok = dtype.bits % 8 == 0 && dtype.bits > 0 && dtype.lanes > 0;
 
-	*ok = dtype.bits % 8 == 0 && dtype.bits > 0 && dtype.lanes > 0;
-	for (int i = 0; *ok && i < ndim; i++) {
+	*bytes = (size_t)dtype.bits / 8 * dtype.lanes;
+	for (int i = 0; ok && i < ndim; i++) {
 		if (shape[i] < 0 ||
-		    (shape[i] && bytes > SIZE_MAX / (uint64_t)shape[i]))
-			*ok = false;
+		    (shape[i] && *bytes > SIZE_MAX / (uint64_t)shape[i]))
+			ok = false;
 		else
-			bytes *= (size_t)shape[i];
+			*bytes *= (size_t)shape[i];
 	}
-	return bytes;
+	return ok;
 }
 
-static int check(const eachobs_iter *it, const void *data, DLDataType dtype,
-		 int ndim, const int64_t *shape, DLManagedTensor **out)
+static int check_field(const eachobs_iter *it, size_t k, DLDataType dtype,
+		       int ndim, const int64_t *shape, int min_ndim)
 {
-	bool ok;
+	size_t bytes;
 
-	if (!it || !data || !shape || !out)
-		return eachobs__fail(-EINVAL, "eachobs_dlpack: %s is NULL",
-				     !it ? "it" : !data ? "data"
-					 : !shape ? "shape" : "out");
-	if (ndim < 1 || ndim > EACHOBS_DLPACK_MAX_NDIM)
-		return eachobs__fail(-EINVAL, "eachobs_dlpack: ndim %d is "
-				     "outside 1..%d", ndim,
-				     EACHOBS_DLPACK_MAX_NDIM);
-	size_t bytes = shape_bytes(dtype, ndim, shape, &ok);
-	if (!ok)
-		return eachobs__fail(-EINVAL, "eachobs_dlpack: a negative size, "
-				     "an overflow, or a dtype of %u bits x %u "
-				     "lanes (whole bytes needed)",
-				     dtype.bits, dtype.lanes);
-	if (bytes != it->data.obs_size)
-		return eachobs__fail(-EINVAL, "eachobs_dlpack: the shape makes "
-				     "%zu bytes, obs_size is %zu", bytes,
-				     it->data.obs_size);
+	if (ndim < min_ndim || ndim > EACHOBS_DLPACK_MAX_NDIM)
+		return eachobs__fail(-EINVAL, "eachobs_dlpack: ndim %d of field "
+				     "%zu is outside %d..%d", ndim, k,
+				     min_ndim, EACHOBS_DLPACK_MAX_NDIM);
+	if (!shape_bytes(dtype, ndim, shape, &bytes))
+		return eachobs__fail(-EINVAL, "eachobs_dlpack: field %zu has a "
+				     "negative size, an overflow, or a dtype "
+				     "of %u bits x %u lanes (whole bytes "
+				     "needed)", k, dtype.bits, dtype.lanes);
+	if (bytes != it->layout.size[k])
+		return eachobs__fail(-EINVAL, "eachobs_dlpack: the shape of "
+				     "field %zu makes %zu bytes, the field "
+				     "has %zu%s", k, bytes, it->layout.size[k],
+				     it->layout.n > 1 ? "" : " (obs_size)");
 	return 0;
 }
 
-int eachobs_dlpack(eachobs_iter *it, const void *data, DLDataType dtype,
-		   int ndim, const int64_t *shape, DLManagedTensor **out)
+/* A lease of nt tensors, its count and arena reference not yet taken. */
+static struct lease *lease_alloc(size_t nt)
 {
-	struct eachobs__buf b;
-	int rc = check(it, data, dtype, ndim, shape, out);
+	struct lease *l = calloc(1, sizeof(*l) + nt * sizeof(l->t[0]));
 
-	if (out)
-		*out = NULL;
-	if (rc < 0)
-		return rc;
-	struct tensor *t = calloc(1, sizeof(*t));
-	if (!t)
-		return eachobs__fail(-ENOMEM, "eachobs_dlpack: out of memory");
-	rc = eachobs__hold_lend(&it->hold, data, &b);
+	if (!l)
+		eachobs__fail(-ENOMEM, "eachobs_dlpack: out of memory");
+	return l;
+}
+
+/* Lend the item to l's nt tensors: true on success (else l is freed). */
+static int lease_take(eachobs_iter *it, struct lease *l, const void *data,
+		      size_t nt, struct eachobs__buf *b)
+{
+	int rc = eachobs__hold_lend(&it->hold, data, b);
+
 	if (rc < 0) {
-		free(t);
+		free(l);
 		return rc;
 	}
+	atomic_init(&l->alive, nt);
+	l->arena = it->arena;
+	l->data = data;
+	eachobs__arena_ref(it->arena);
+	return 0;
+}
+
+static DLManagedTensor *make_tensor(eachobs_iter *it, struct lease *l,
+				    size_t k, const struct eachobs__buf *b,
+				    DLDataType dtype, int ndim,
+				    const int64_t *shape)
+{
+	struct tensor *t = &l->t[k];
 	int lead = it->batchsize ? 1 : 0;
+
 	if (lead)
-		t->shape[0] = (int64_t)b.count;
+		t->shape[0] = (int64_t)b->count;
 	for (int i = 0; i < ndim; i++)
 		t->shape[lead + i] = shape[i];
-	t->arena = it->arena;
-	t->data = data;
-	eachobs__arena_ref(it->arena);
+	t->lease = l;
 	t->m.dl_tensor = (DLTensor){
-		.data = b.data,
+		.data = b->data + it->layout.off[k],
 		.device = { kDLCPU, 0 },
 		.ndim = ndim + lead,
 		.dtype = dtype,
@@ -110,6 +131,65 @@ int eachobs_dlpack(eachobs_iter *it, const void *data, DLDataType dtype,
 	};
 	t->m.manager_ctx = t;
 	t->m.deleter = deleter;
-	*out = &t->m;
-	return 0;
+	return &t->m;
+}
+
+int eachobs_dlpack(eachobs_iter *it, const void *data, DLDataType dtype,
+		   int ndim, const int64_t *shape, DLManagedTensor **out)
+{
+	struct eachobs__buf b;
+	int rc = 0;
+
+	if (out)
+		*out = NULL;
+	if (!it || !data || !shape || !out)
+		return eachobs__fail(-EINVAL, "eachobs_dlpack: %s is NULL",
+				     !it ? "it" : !data ? "data"
+					 : !shape ? "shape" : "out");
+	if (it->layout.n > 1)
+		return eachobs__fail(-EINVAL, "eachobs_dlpack: the observations "
+				     "have %zu fields: eachobs_dlpack_fields "
+				     "makes a tensor of each", it->layout.n);
+	rc = check_field(it, 0, dtype, ndim, shape, 1);
+	if (rc < 0)
+		return rc;
+	struct lease *l = lease_alloc(1);
+	if (!l)
+		return -ENOMEM;
+	rc = lease_take(it, l, data, 1, &b);
+	if (rc == 0)
+		*out = make_tensor(it, l, 0, &b, dtype, ndim, shape);
+	return rc;
+}
+
+int eachobs_dlpack_fields(eachobs_iter *it, const void *data,
+			  const eachobs_dlpack_field *fields, size_t nfields,
+			  DLManagedTensor **out)
+{
+	struct eachobs__buf b;
+	int rc = 0;
+
+	if (!it || !data || !fields || !out)
+		return eachobs__fail(-EINVAL, "eachobs_dlpack_fields: %s is NULL",
+				     !it ? "it" : !data ? "data"
+					 : !fields ? "fields" : "out");
+	for (size_t k = 0; k < nfields; k++)
+		out[k] = NULL;
+	if (nfields != it->layout.n)
+		return eachobs__fail(-EINVAL, "eachobs_dlpack_fields: nfields "
+				     "%zu, the observations have %zu",
+				     nfields, it->layout.n);
+	for (size_t k = 0; rc == 0 && k < nfields; k++)
+		rc = check_field(it, k, fields[k].dtype, fields[k].ndim,
+				 fields[k].shape, 0);
+	if (rc < 0)
+		return rc;
+	struct lease *l = lease_alloc(nfields);
+	if (!l)
+		return -ENOMEM;
+	rc = lease_take(it, l, data, nfields, &b);
+	for (size_t k = 0; rc == 0 && k < nfields; k++)
+		out[k] = make_tensor(it, l, k, &b, fields[k].dtype,
+				     fields[k].ndim, fields[k].shape);
+	return rc;
 }

@@ -19,6 +19,7 @@
  *   ordered.c the ordered mode: window, load
  *   sampler.c which dataset index each position visits (shuffle, shards)
  *   resume.c  checkpoint and resume: yielded units as spans, the record
+ *   layout.c where each field of a unit's observations lies (layout.h)
  *   load.c   running getobs: one observation, or a batch several threads
  *            fill; the lowest failed unit (load.h)
  *   hold.c   what the consumer holds, and eachobs_release (hold.h)
@@ -40,6 +41,7 @@
 #include "error.h"
 #include "handoff.h"
 #include "hold.h"
+#include "layout.h"
 #include "lender.h"
 #include "load.h"
 #include "resume.h"
@@ -110,6 +112,7 @@ struct eachobs_iter {
 	size_t buffersize; /* units */
 	size_t nslots;     /* see plan() */
 	size_t buf_bytes;  /* data bytes of one unit, rounded up to 64 */
+	struct eachobs__layout layout; /* its fields' arrays */
 	size_t stack_size; /* of each worker */
 	bool pin;          /* workers run only on `cpus` */
 	cpu_set_t cpus;

@@ -30,14 +30,14 @@ static void record_failure(eachobs_iter *it, size_t idx, int code)
  * path moves observation bytes. */
 static void compact(eachobs_iter *it, struct eachobs__buf *b, size_t bad)
 {
-	size_t sz = it->data.obs_size, keep = bad;
+	size_t keep = bad;
 
 	for (size_t e = bad; e < b->count; e++) {
 		if (b->status[e] < 0) {
 			record_failure(it, b->idx[e], b->status[e]);
 			continue;
 		}
-		memmove(b->data + keep * sz, b->data + e * sz, sz);
+		eachobs__layout_move(&it->layout, b->data, keep, e);
 		b->idx[keep] = b->idx[e];
 		b->len[keep] = b->len[e];
 		b->status[keep] = 0;
@@ -314,6 +314,13 @@ size_t eachobs_failures(const eachobs_iter *it, eachobs_failure *out,
 	for (size_t i = 0; i < kept && i < max; i++)
 		out[i] = it->failures[i];
 	return it->nfailures;
+}
+
+void *eachobs_field_data(const eachobs_iter *it, const void *data, size_t k)
+{
+	if (!it || !data || k >= it->layout.n)
+		return NULL;
+	return (unsigned char *)data + it->layout.off[k];
 }
 
 size_t eachobs_length(const eachobs_iter *it)

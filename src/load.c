@@ -43,9 +43,39 @@
 
 /* The loader whose getobs runs on this thread, for eachobs_cancelled, and
  * where eachobs_set_length writes. Saved and restored around each call,
- * since a getobs may itself iterate another iterator. */
+ * since a getobs may itself iterate another iterator. The entry is
+ * loading_len - loading_lens in the unit buffer loading_data, for
+ * eachobs_field. */
 static EACHOBS__TLS const struct eachobs__loader *loading;
 static EACHOBS__TLS size_t *loading_len;
+static EACHOBS__TLS size_t *loading_lens;
+static EACHOBS__TLS unsigned char *loading_data;
+
+/* What a getobs run saves of an enclosing one's. */
+struct outer {
+	const struct eachobs__loader *ld;
+	size_t *len, *lens;
+	unsigned char *data;
+};
+
+static inline struct outer enter(const struct eachobs__loader *ld,
+				 struct eachobs__buf *b)
+{
+	struct outer o = { loading, loading_len, loading_lens, loading_data };
+
+	loading = ld;
+	loading_lens = b->len;
+	loading_data = b->data;
+	return o;
+}
+
+static inline void leave(struct outer o)
+{
+	loading = o.ld;
+	loading_len = o.len;
+	loading_lens = o.lens;
+	loading_data = o.data;
+}
 
 static bool closing(const struct eachobs__loader *ld)
 {
@@ -63,13 +93,23 @@ int eachobs_set_length(size_t nbytes)
 		return eachobs__fail(-EINVAL,
 				     "eachobs_set_length: not called from "
 				     "inside a getobs that eachobs runs");
-	if (nbytes > loading->obs_size)
+	if (nbytes > loading->layout->size[0])
 		return eachobs__fail(-EINVAL,
 				     "eachobs_set_length: nbytes %zu exceeds "
-				     "data->obs_size %zu",
-				     nbytes, loading->obs_size);
+				     "%s %zu", nbytes,
+				     loading->layout->n > 1 ? "fields[0]"
+							    : "data->obs_size",
+				     loading->layout->size[0]);
 	*loading_len = nbytes;
 	return 0;
+}
+
+void *eachobs_field(size_t k)
+{
+	if (!loading || k >= loading->layout->n)
+		return NULL;
+	return eachobs__layout_at(loading->layout, loading_data, k,
+				  (size_t)(loading_len - loading_lens));
 }
 
 void eachobs__loader_setup(struct eachobs__loader *ld)
@@ -184,17 +224,16 @@ static inline __attribute__((always_inline)) size_t
 load_entries(struct eachobs__loader *ld, struct eachobs__slot *slot, size_t u,
 	     size_t e, size_t k)
 {
-	const struct eachobs__loader *outer = loading;
-	size_t *outer_len = loading_len;
+	struct outer outer = enter(ld, &slot->b);
 	unsigned char *data = slot->b.data;
 	size_t *idxs = slot->b.idx, *lens = slot->b.len;
 	int *status = slot->b.status;
 	int (*getobs)(void *, size_t, void *) = ld->getobs;
 	void *ctx = ld->ctx;
 	const struct eachobs__sampler *sampler = ld->sampler;
-	size_t sz = ld->obs_size, pos = first_pos(ld, u) + e, i = 0;
+	/* Field 0's stride: obs_size without fields. */
+	size_t sz = ld->layout->size[0], pos = first_pos(ld, u) + e, i = 0;
 
-	loading = ld;
 	for (; i < k && !halted(ld, u); i++, e++, pos++) {
 		size_t idx = eachobs__sampler_index(sampler, pos);
 		idxs[e] = idx;
@@ -205,8 +244,7 @@ load_entries(struct eachobs__loader *ld, struct eachobs__slot *slot, size_t u,
 		if (rc != 0 && !ld->skip_errors)
 			record_failure(ld, u, pos, idx, status[e]);
 	}
-	loading = outer;
-	loading_len = outer_len;
+	leave(outer);
 	return i;
 }
 
@@ -337,19 +375,16 @@ void eachobs__fill_one(struct eachobs__loader *ld, struct eachobs__slot *slot,
 {
 	atomic_store_explicit(&slot->unit, u, memory_order_relaxed);
 	/* The caller checked for close and failures right before. */
-	const struct eachobs__loader *outer = loading;
-	size_t *outer_len = loading_len;
 	struct eachobs__buf *b = &slot->b;
+	struct outer outer = enter(ld, b);
 	size_t pos = first_pos(ld, u);
 	size_t idx = eachobs__sampler_index(ld->sampler, pos);
 
 	b->idx[0] = idx;
-	b->len[0] = ld->obs_size;
-	loading = ld;
+	b->len[0] = ld->layout->size[0];
 	loading_len = &b->len[0];
 	int rc = ld->getobs(ld->ctx, idx, b->data);
-	loading = outer;
-	loading_len = outer_len;
+	leave(outer);
 	b->status[0] = rc > 0 ? -ERANGE : rc;
 	if (rc != 0 && !ld->skip_errors)
 		record_failure(ld, u, pos, idx, b->status[0]);

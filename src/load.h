@@ -12,6 +12,7 @@
 #define EACHOBS_LOAD_H
 
 #include "base.h"
+#include "layout.h"
 #include "resume.h"
 #include "sampler.h"
 #include "slot.h"
@@ -43,6 +44,7 @@ struct eachobs__loader {
 	int (*getobs)(void *ctx, size_t idx, void *obs);
 	void *ctx;
 	size_t obs_size;
+	const struct eachobs__layout *layout; /* getobs's obs is field 0 */
 	const struct eachobs__sampler *sampler;
 	const struct eachobs__remap *remap; /* NULL: units are the original */
 	size_t npos;         /* positions iterated */

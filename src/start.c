@@ -26,6 +26,7 @@ struct config {
 	size_t consumer;    /* units the consumer may hold: max(1, hold) */
 	size_t cap;         /* observations per unit */
 	size_t buf_bytes;   /* bytes of one unit, rounded up to 64 */
+	struct eachobs__layout layout; /* where its fields lie */
 };
 
 static size_t ceil_div(size_t a, size_t b)
@@ -71,19 +72,10 @@ static int unit_size(const eachobs_dataset *data, const eachobs_options *o,
 				     "(%zu)",
 				     o->batchsize, EACHOBS_MAX_BATCHSIZE);
 	cfg->cap = o->batchsize ? o->batchsize : 1;
-	if (data->obs_size && cfg->cap > (SIZE_MAX - EACHOBS__CACHELINE) /
-						 data->obs_size)
-		return eachobs__fail(-EINVAL,
-				     "data->obs_size %zu times batchsize %zu "
-				     "overflows size_t",
-				     data->obs_size, o->batchsize);
-	cfg->buf_bytes = (cfg->cap * data->obs_size + EACHOBS__CACHELINE - 1) &
-			 ~(size_t)(EACHOBS__CACHELINE - 1);
-	/* Even empty observations get a cache line each, so that every unit
-	 * has its own data pointer: eachobs_release finds a held item by it
-	 * (with one shared pointer it could give back the wrong one). */
-	if (cfg->buf_bytes == 0)
-		cfg->buf_bytes = EACHOBS__CACHELINE;
+	if (eachobs__layout_init(&cfg->layout, data->obs_size, o->fields,
+				 o->nfields, cfg->cap) < 0)
+		return -EINVAL;
+	cfg->buf_bytes = cfg->layout.bytes;
 	cfg->consumer = o->hold ? o->hold : 1;
 	return 0;
 }
@@ -273,6 +265,7 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 	it->basesize = task_units(it, o, cfg->nthreads);
 	it->buffersize = cfg->buffersize;
 	it->buf_bytes = cfg->buf_bytes;
+	it->layout = cfg->layout;
 	it->stack_size = o->stack_size ? o->stack_size
 				       : EACHOBS_DEFAULT_STACK_SIZE;
 	it->worker_nice = o->worker_nice;
@@ -423,6 +416,7 @@ static void plan_loader(eachobs_iter *it)
 	ld->getobs = it->data.getobs;
 	ld->ctx = it->data.ctx;
 	ld->obs_size = it->data.obs_size;
+	ld->layout = &it->layout;
 	ld->sampler = &it->sampler;
 	ld->remap = it->resumed ? &it->remap : NULL;
 	ld->npos = it->npos;

@@ -313,3 +313,193 @@ Test(dlpack, bad_requests_change_nothing)
 	eachobs_close(other);
 	eachobs_close(nohold);
 }
+
+/* Observations of two fields: 2 x 3 float32 pixels, an int64 label. */
+static const size_t field_sizes[] = { OBS_FLOATS * sizeof(float),
+				      sizeof(int64_t) };
+
+static int fill_fields(void *ctx, size_t idx, void *obs)
+{
+	int64_t label = (int64_t)idx * 7;
+
+	fill(ctx, idx, obs);
+	memcpy(eachobs_field(1), &label, sizeof(label));
+	return 0;
+}
+
+static eachobs_iter *start_fields(eachobs_executor ex, bool ordered, size_t bs,
+				  unsigned hold, eachobs_pool *pool,
+				  const eachobs_allocator *a)
+{
+	eachobs_dataset data = { NULL, numobs_300, fill_fields,
+				 OBS_FLOATS * sizeof(float) + sizeof(int64_t) };
+	eachobs_options o = { .nthreads = 3, .executor = ex,
+			      .ordered = ordered, .batchsize = bs,
+			      .hold = hold, .pool = pool, .allocator = a,
+			      .fields = field_sizes, .nfields = 2 };
+	eachobs_iter *it;
+
+	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0, "%s",
+		     eachobs_last_error());
+	return it;
+}
+
+static const eachobs_dlpack_field two_fields[] = {
+	{ { kDLFloat, 32, 1 }, 2, { 2, 3 } },
+	{ { kDLInt, 64, 1 }, 0, { 0 } },
+};
+
+/* The next item's field tensors: 1, or what the call returned. */
+static int next_fields(eachobs_iter *it, size_t bs, DLManagedTensor **t,
+		       size_t *count)
+{
+	const void *p;
+	int rc;
+
+	if (bs) {
+		eachobs_batch b;
+		rc = eachobs_next_batch(it, &b);
+		p = b.data;
+		*count = b.count;
+	} else {
+		rc = eachobs_next(it, &p, NULL);
+		*count = 1;
+	}
+	if (rc != 1)
+		return rc;
+	cr_assert_eq(eachobs_dlpack_fields(it, p, two_fields, 2, t), 0, "%s",
+		     eachobs_last_error());
+	for (int k = 0; k < 2; k++)
+		cr_assert_eq(t[k]->dl_tensor.data,
+			     eachobs_field_data(it, p, (size_t)k),
+			     "field %d's tensor is not its array in place", k);
+	cr_assert_eq(t[0]->dl_tensor.ndim, bs ? 3 : 2);
+	cr_assert_eq(t[1]->dl_tensor.ndim, bs ? 1 : 0);
+	if (bs)
+		cr_assert_eq(t[1]->dl_tensor.shape[0], (int64_t)*count);
+	return 1;
+}
+
+/* Both tensors hold the values of the same observations. */
+static void check_fields(DLManagedTensor **t, size_t count,
+			 unsigned char *seen)
+{
+	const int64_t *label = t[1]->dl_tensor.data;
+
+	check_values(t[0], count, seen);
+	for (size_t j = 0; j < count; j++) {
+		const float *x = t[0]->dl_tensor.data;
+		cr_assert_eq(label[j], (int64_t)x[j * OBS_FLOATS] * 7);
+	}
+}
+
+ParameterizedTestParameters(dlpack,
+			    field_tensors_give_the_item_back_when_the_last_is_deleted)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, dlpack,
+		  field_tensors_give_the_item_back_when_the_last_is_deleted)
+{
+	eachobs_pool *pool;
+
+	cr_assert_eq(eachobs_pool_create(&pool, 2), 0);
+	for (size_t bs = 0; bs <= 16; bs += 16)
+		for (int pl = 0; pl < 2; pl++) {
+			/* hold 1: while any tensor of an item lives, the next
+			 * call has nothing left to hold. */
+			eachobs_iter *it = start_fields(m->executor, m->ordered,
+							bs, 1,
+							pl ? pool : NULL, NULL);
+			DLManagedTensor *t[2];
+			size_t count, total = 0;
+			unsigned char seen[300] = { 0 };
+			int rc;
+			while ((rc = next_fields(it, bs, t, &count)) == 1) {
+				check_fields(t, count, seen);
+				total += count;
+				t[1]->deleter(t[1]);
+				const void *p;
+				eachobs_batch b;
+				/* (At the end, the end comes first.) */
+				cr_assert_eq(bs ? eachobs_next_batch(it, &b)
+						: eachobs_next(it, &p, NULL),
+					     total < 300 ? -ENOBUFS : 0,
+					     "the item came back with a "
+					     "tensor of it alive");
+				t[0]->deleter(t[0]);
+			}
+			cr_assert_eq(rc, 0, "%d", rc);
+			cr_assert_eq(total, 300);
+			eachobs_close(it);
+		}
+	eachobs_pool_destroy(pool);
+}
+
+Test(dlpack, field_tensors_keep_their_memory_after_close)
+{
+	struct counting c = { 0 };
+	eachobs_allocator a = { c_alloc, c_free, &c };
+	eachobs_iter *it = start_fields(EACHOBS_BACKGROUND, true, 8, 1, NULL,
+					&a);
+	DLManagedTensor *t[2];
+	size_t count;
+	unsigned char seen[300] = { 0 };
+
+	cr_assert_eq(next_fields(it, 8, t, &count), 1);
+	eachobs_close(it);
+	t[0]->deleter(t[0]);
+	cr_assert_eq(c.live, 1, "memory freed under a live tensor");
+	const int64_t *label = t[1]->dl_tensor.data;
+	cr_assert_eq(label[1], 7, "the label of observation 1 changed");
+	t[1]->deleter(t[1]);
+	cr_assert_eq(c.live, 0, "memory kept after the last deleter");
+	(void)seen;
+}
+
+Test(dlpack, bad_field_requests_change_nothing)
+{
+	eachobs_iter *it = start_fields(EACHOBS_SERIAL, false, 0, 1, NULL,
+					NULL);
+	eachobs_iter *plain = start(EACHOBS_SERIAL, false, 0, 1, NULL, NULL);
+	const void *p, *q;
+	DLManagedTensor *t[2] = { NULL, NULL }, *one;
+	eachobs_dlpack_field wrong[2] = { two_fields[0], two_fields[1] };
+
+	cr_assert_eq(eachobs_next(it, &p, NULL), 1);
+	cr_assert_eq(eachobs_next(plain, &q, NULL), 1);
+	cr_assert_eq(eachobs_dlpack(it, p, f32, 2, shape, &one), -EINVAL,
+		     "one tensor of an item with two fields");
+	cr_assert(strstr(eachobs_last_error(), "eachobs_dlpack_fields"));
+	cr_assert_eq(eachobs_dlpack_fields(it, p, two_fields, 1, t), -EINVAL);
+	wrong[1].dtype.bits = 32;
+	cr_assert_eq(eachobs_dlpack_fields(it, p, wrong, 2, t), -EINVAL);
+	cr_assert(strstr(eachobs_last_error(), "field 1"), "%s",
+		  eachobs_last_error());
+	wrong[1] = two_fields[1];
+	wrong[0].ndim = 9;
+	cr_assert_eq(eachobs_dlpack_fields(it, p, wrong, 2, t), -EINVAL);
+	cr_assert_eq(eachobs_dlpack_fields(NULL, p, two_fields, 2, t),
+		     -EINVAL);
+	cr_assert_eq(eachobs_dlpack_fields(it, p, NULL, 2, t), -EINVAL);
+	cr_assert_eq(eachobs_dlpack_fields(it, p, two_fields, 2, NULL),
+		     -EINVAL);
+	cr_assert_null(t[0]);
+	cr_assert_null(t[1]);
+	/* Without fields, the one field takes a ndim-0..8 description. */
+	eachobs_dlpack_field whole = { f32, 2, { 2, 3 } };
+	cr_assert_eq(eachobs_dlpack_fields(plain, q, &whole, 1, &one), 0);
+	cr_assert_eq(one->dl_tensor.data, q);
+	one->deleter(one);
+	/* Still usable. */
+	cr_assert_eq(eachobs_dlpack_fields(it, p, two_fields, 2, t), 0);
+	DLManagedTensor *again[2];
+	cr_assert_eq(eachobs_dlpack_fields(it, p, two_fields, 2, again),
+		     -EINVAL, "converted twice");
+	cr_assert_null(again[0]);
+	t[0]->deleter(t[0]);
+	t[1]->deleter(t[1]);
+	eachobs_close(it);
+	eachobs_close(plain);
+}
