@@ -12,7 +12,8 @@
 # build-test and build-tsan at the same time, and a 60 s fuzz run
 # (tools/fuzz.sh: libFuzzer, clang, ASan+UBSan) that counts as one more
 # test, and the MPI shards example with 4 ranks (tools/mpi_example.sh),
-# one more. About 10 minutes on 2 cores.
+# one more. Before that window, the Python package's pytest suite, plain
+# and under ASan (tools/python_test.sh). About 20 minutes on 2 cores.
 # Beside the soaks, the unit suite runs once more under valgrind memcheck
 # (`meson test --setup=valgrind` in build-test, about 3 minutes alone).
 # The last line is "N passed, M failed", summed from meson's own summaries.
@@ -32,7 +33,8 @@ cd "$(dirname "$0")/.."
 tools/deps.sh gcc meson ninja-build pkg-config libck-dev libcriterion-dev \
 	valgrind clang libclang-rt-14-dev libopenmpi-dev openmpi-bin \
 	libturbojpeg0-dev libdlpack-dev libtorch-dev libopenblas0 zlib1g-dev \
-	dataset-fashion-mnist || exit 1
+	dataset-fashion-mnist python3-dev python3-pip python3-mesonpy \
+	python3-numpy python3-pytest python3-torch python3-numba || exit 1
 
 rm -f build-test.valgrind.log build-fuzz.rc build-mpi.rc
 passed=0
@@ -98,6 +100,28 @@ run_pass build-asan -Dtests=enabled -Dbenchmarks=disabled \
 	-Db_lundef=false -- --suite unit --suite stress
 run_pass build-tsan -Dtests=enabled -Dbenchmarks=disabled \
 	-Db_sanitize=thread -Db_lundef=false -- --suite stress
+
+# The Python package (tools/python_test.sh): built with pip as a user
+# builds it, its pytest suite plain and under ASan + UBSan; each test
+# pytest ran counts.
+tools/python_test.sh >build-python.log 2>&1
+py_rc=$?
+grep -E "^=== python|^SKIPPED|passed|failed|^(FAILED|ERROR) " build-python.log
+# pytest's summary lines: "3 failed, 349 passed, 7 skipped in 40.1s".
+summaries=$(grep -E "^(=+ )?[0-9]+ [a-z]+.* in [0-9.]+s" build-python.log)
+for n in $(echo "$summaries" | grep -oE "[0-9]+ passed" | cut -d' ' -f1); do
+	passed=$((passed + n))
+done
+for n in $(echo "$summaries" | grep -oE "[0-9]+ (failed|errors?)" |
+	cut -d' ' -f1); do
+	failed=$((failed + n))
+done
+if [ "$py_rc" -ne 0 ]; then
+	status=1
+	grep -qE "[0-9]+ (failed|error)" build-python.log ||
+		failed=$((failed + 1))
+	tail -60 build-python.log
+fi
 
 # One window for the rest: the unit suite under valgrind memcheck (about 3
 # minutes alone, the longest), and beside it, at a lower priority, what is
