@@ -239,8 +239,16 @@ typedef struct {
 	bool inited;
 	/* The ticker. */
 	pthread_t ticker;
-	bool ticker_started, ticking, ticker_quit;
+	bool ticker_started, ticker_quit; /* under lock */
+	atomic_bool ticking;  /* the consumer waits in the library */
+	atomic_bool ticker_idle; /* the ticker sleeps untimed */
 	pthread_cond_t tick;
+	/* The consumer is taking the GIL back: loader threads let it have it
+	 * before they take it again (see gil_for_consumer). */
+	atomic_bool consumer_wants_gil;
+	atomic_uint gil_waiters;
+	pthread_mutex_t gil_lock;
+	pthread_cond_t gil_free;
 	bool closed;
 } Loader;
 
@@ -311,10 +319,120 @@ static int getobs_failed(Loader *L, size_t idx)
 	return -EIO;
 }
 
+/*
+ * The GIL goes to the consumer first. A loader thread drops the GIL after
+ * each sample and asks for it again at once; CPython hands it to a waiting
+ * thread only after its switch interval (5 ms), so a consumer coming back
+ * from the library would wait that long for each batch while loaders
+ * take turns. So the consumer says it wants the GIL (consumer_wants_gil)
+ * while it takes it, and a loader thread about to take it waits until the
+ * consumer has it. The flag is cleared before the waiters are counted,
+ * and a waiter counts itself before it reads the flag: one of the two
+ * sees the other.
+ */
+static void gil_for_consumer(Loader *L)
+{
+	if (!atomic_load(&L->consumer_wants_gil))
+		return;
+	pthread_mutex_lock(&L->gil_lock);
+	atomic_fetch_add(&L->gil_waiters, 1);
+	while (atomic_load(&L->consumer_wants_gil))
+		pthread_cond_wait(&L->gil_free, &L->gil_lock);
+	atomic_fetch_sub(&L->gil_waiters, 1);
+	pthread_mutex_unlock(&L->gil_lock);
+}
+
+/* The consumer has the GIL again. */
+static void consumer_has_gil(Loader *L)
+{
+	atomic_store(&L->consumer_wants_gil, false);
+	if (!atomic_load(&L->gil_waiters))
+		return;
+	pthread_mutex_lock(&L->gil_lock);
+	pthread_cond_broadcast(&L->gil_free);
+	pthread_mutex_unlock(&L->gil_lock);
+}
+
+/*
+ * A Python thread state for each loader thread. PyGILState_Ensure on a
+ * thread without one makes one, and the matching Release destroys it: a
+ * few microseconds per sample, more than a small __getitem__ costs. So a
+ * thread of the library keeps the one its first getobs made (its `outer`
+ * Ensure is never released while it loads) and takes the GIL with it;
+ * the thread's exit destroys it (thread_exit, a pthread key destructor:
+ * pool threads exit when their pool does, an iterator's at its close,
+ * which waits with the GIL released). A thread that had a state of its
+ * own (the consumer, under THREADED and SERIAL) uses Ensure and Release,
+ * which then only take and drop the GIL.
+ */
+struct thread_py {
+	PyGILState_STATE outer;
+	PyThreadState *saved; /* NULL while this thread holds the GIL */
+};
+
+static pthread_key_t thread_py_key;
+static _Thread_local struct thread_py *thread_py;
+
+static int finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return Py_IsFinalizing();
+#else
+	return _Py_IsFinalizing();
+#endif
+}
+
+static void thread_exit(void *p)
+{
+	struct thread_py *t = p;
+
+	/* Not PyGILState_Release: the thread's exit may have cleared the key
+	 * it finds the state by before this destructor runs. */
+	if (t->saved && Py_IsInitialized() && !finalizing()) {
+		PyEval_RestoreThread(t->saved);
+		PyThreadState_Clear(t->saved);
+		PyThreadState_DeleteCurrent(); /* and drops the GIL */
+	}
+	free(t);
+}
+
+/* Take the GIL on a loader thread: PyGILState_STATE for the threads with
+ * their own state, or -1 for ours. */
+static int py_enter(void)
+{
+	struct thread_py *t = thread_py;
+
+	if (t) {
+		PyEval_RestoreThread(t->saved);
+		t->saved = NULL;
+		return -1;
+	}
+	if (PyGILState_GetThisThreadState())
+		return (int)PyGILState_Ensure();
+	t = calloc(1, sizeof(*t));
+	if (!t || pthread_setspecific(thread_py_key, t) != 0) {
+		free(t);
+		return (int)PyGILState_Ensure(); /* the slow way, still right */
+	}
+	t->outer = PyGILState_Ensure();
+	thread_py = t;
+	return -1;
+}
+
+static void py_leave(int g)
+{
+	if (g == -1)
+		thread_py->saved = PyEval_SaveThread();
+	else
+		PyGILState_Release((PyGILState_STATE)g);
+}
+
 static int py_getobs(void *ctx, size_t idx, void *obs)
 {
 	Loader *L = ctx;
-	PyGILState_STATE g = PyGILState_Ensure();
+
+	gil_for_consumer(L);
+	int g = py_enter();
 	int rc = run_worker_init(L);
 	PyObject *sample = NULL;
 
@@ -333,7 +451,7 @@ static int py_getobs(void *ctx, size_t idx, void *obs)
 		Py_XDECREF(sample);
 	if (rc < 0)
 		rc = getobs_failed(L, idx);
-	PyGILState_Release(g);
+	py_leave(g);
 	return rc;
 }
 
@@ -416,14 +534,27 @@ static void free_cb(void *ctx, void *ptr, size_t size)
 
 /* ---- the ticker ---------------------------------------------------- */
 
+/*
+ * While the consumer waits in the library, interrupt it every TICK_MS so
+ * that it can run Python's signal handlers. The consumer only sets
+ * `ticking` (an atomic store per call); the ticker sleeps untimed once it
+ * finds it clear, and the consumer signals it only then, so a loop that
+ * calls next() often costs no wake-ups.
+ */
 static void *ticker_main(void *arg)
 {
 	Loader *L = arg;
 
 	pthread_mutex_lock(&L->lock);
 	while (!L->ticker_quit) {
-		if (!L->ticking) {
-			pthread_cond_wait(&L->tick, &L->lock);
+		if (!atomic_load(&L->ticking)) {
+			/* idle, then ticking read again: a consumer that set
+			 * ticking after the first read sees idle and signals
+			 * (under the lock, so once this waits). */
+			atomic_store(&L->ticker_idle, true);
+			if (!atomic_load(&L->ticking))
+				pthread_cond_wait(&L->tick, &L->lock);
+			atomic_store(&L->ticker_idle, false);
 			continue;
 		}
 		struct timespec t;
@@ -435,7 +566,7 @@ static void *ticker_main(void *arg)
 		}
 		pthread_cond_timedwait(&L->tick, &L->lock, &t);
 		eachobs_iter *it = atomic_load(&L->it);
-		if (L->ticking && it)
+		if (atomic_load(&L->ticking) && it)
 			eachobs_interrupt(it);
 	}
 	pthread_mutex_unlock(&L->lock);
@@ -444,10 +575,11 @@ static void *ticker_main(void *arg)
 
 static void ticker_set(Loader *L, bool on)
 {
+	atomic_store(&L->ticking, on);
+	if (!on || !atomic_load(&L->ticker_idle))
+		return;
 	pthread_mutex_lock(&L->lock);
-	L->ticking = on;
-	if (on)
-		pthread_cond_signal(&L->tick);
+	pthread_cond_signal(&L->tick);
 	pthread_mutex_unlock(&L->lock);
 }
 
@@ -544,6 +676,8 @@ static int Loader_init(Loader *L, PyObject *args, PyObject *kw)
 		return -1;
 	pthread_mutex_init(&L->lock, NULL);
 	pthread_cond_init(&L->tick, NULL);
+	pthread_mutex_init(&L->gil_lock, NULL);
+	pthread_cond_init(&L->gil_free, NULL);
 	L->inited = true;
 	L->failures = PyDict_New();
 	if (!L->failures)
@@ -770,8 +904,10 @@ static PyObject *Loader_next(Loader *L, PyObject *unused)
 			rc = eachobs_next_batch(it, &b);
 		else
 			rc = eachobs_next(it, &obs, &idx);
-		Py_END_ALLOW_THREADS
 		ticker_set(L, false);
+		atomic_store(&L->consumer_wants_gil, true);
+		Py_END_ALLOW_THREADS
+		consumer_has_gil(L);
 		if (L->fatal)
 			return raise_fatal(L);
 		if (rc != -EINTR)
@@ -904,6 +1040,8 @@ static void Loader_dealloc(Loader *L)
 	if (L->inited) {
 		pthread_cond_destroy(&L->tick);
 		pthread_mutex_destroy(&L->lock);
+		pthread_cond_destroy(&L->gil_free);
+		pthread_mutex_destroy(&L->gil_lock);
 	}
 	Py_TYPE(L)->tp_free((PyObject *)L);
 }
@@ -965,6 +1103,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__eachobs(void)
 {
+	if (pthread_key_create(&thread_py_key, thread_exit) != 0)
+		return PyErr_NoMemory();
 	if (PyType_Ready(&PoolType) < 0 || PyType_Ready(&LeafType) < 0 ||
 	    PyType_Ready(&LoaderType) < 0)
 		return NULL;
