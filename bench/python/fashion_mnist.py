@@ -26,8 +26,10 @@ loop's batches/s, the share of its time spent waiting for a batch, and
 the CPU seconds the process and its workers used. Then each loader alone,
 no training, --rounds passes interleaved: median batches/s. Checked every
 epoch: every loader yields each class as often as the dataset holds it
-and the same sum of pixels; the last test accuracy is above 0.6 (chance
-is 0.1). On a shared 2-core machine compare rows of one run, not runs.
+and the same sum of pixels; with --native, its loss equals the eachobs
+row's every epoch (the same seed draws the same shuffle, and the native
+getobs writes the floats __getitem__ returns); the last test accuracy is
+above 0.6 (chance is 0.1). On a shared 2-core machine compare rows of one run, not runs.
 
     fashion_mnist.py [--epochs E] [--subset N] [--workers W] [--native]
                      [--rounds R] [--seed S] [--data DIR] [--quick]
@@ -265,6 +267,15 @@ def main():
     S.print_table(["epoch", "loader", "loss", "test acc", "batches/s",
                    "cpu s", "cores"], table,
                   [">", "<", ">", ">", ">", ">", ">"])
+    # Both eachobs rows draw the same shuffle from the same seed, so the
+    # native getobs, if it writes what __getitem__ returns, trains the
+    # same model to the same loss.
+    same = [c for c in rows if c.loader in ("eachobs", "native")]
+    if len(same) == 2:
+        for e, (p, q) in enumerate(zip(same[0].extra, same[1].extra)):
+            if abs(p[0] - q[0]) > 1e-5 * abs(p[0]):
+                S.fail(prog, f"epoch {e + 1}: the native getobs trains to "
+                       f"loss {q[0]:.6f}, __getitem__ to {p[0]:.6f}")
     for c in rows:
         acc = c.extra[-1][1]
         if acc <= 0.6:
