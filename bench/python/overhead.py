@@ -60,9 +60,9 @@ def configs(ds, eachobs, batch):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=60000,
+    ap.add_argument("--n", type=int, default=30000,
                     help="samples a pass at batch 32 and 128")
-    ap.add_argument("--n-batch1", type=int, default=6000,
+    ap.add_argument("--n-batch1", type=int, default=4000,
                     help="samples a pass at batch 1")
     ap.add_argument("--batch", default="1,32,128")
     ap.add_argument("--rounds", type=int, default=5)
