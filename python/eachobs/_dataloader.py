@@ -128,6 +128,9 @@ class DataLoader:
         if output == "torch" and _torch() is None:
             raise ImportError("output='torch' needs PyTorch (Debian: "
                               "python3-torch); output='numpy' does not")
+        if batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching "
+                             "and is mutually exclusive with drop_last")
         if shuffle and sampler is not None:
             raise ValueError("sampler option is mutually exclusive with "
                              "shuffle")
@@ -150,6 +153,8 @@ class DataLoader:
         self.in_order = bool(in_order)
         self.persistent_workers = bool(persistent_workers)
         self.pin_memory = bool(pin_memory) and self._pinning()
+        if seed is not None:
+            _int("seed", seed, 0, (1 << 64) - 1)
         self.seed = self._seed_of(seed, generator) if self.shuffle else 0
         self._layout: Optional[Layout] = (dataset.layout if self.native
                                           else None)
@@ -261,16 +266,23 @@ class DataLoader:
         return order.astype(np.uint64)
 
     def _layout_of(self, order) -> Layout:
-        if self._layout is None:
-            first = int(order[0]) if order is not None and len(order) else 0
+        """The layout of the first sample of the order (skipping, with
+        on_error="skip", those that fail)."""
+        if self._layout is not None:
+            return self._layout
+        positions = order if order is not None else range(self.numobs)
+        errors = []
+        for first in positions[:64 if self.on_error == "skip" else 1]:
             try:
-                sample = self.dataset[first]
+                sample = self.dataset[int(first)]
             except Exception as e:
-                e.add_note(f"raised by dataset[{first}], read to learn the "
-                           "samples' layout")
-                raise
+                e.add_note(f"raised by dataset[{int(first)}], read to learn "
+                           "the samples' layout")
+                errors.append(e)
+                continue
             self._layout = describe(sample, _eachobs.MAX_FIELDS)
-        return self._layout
+            return self._layout
+        raise errors[0]
 
     def _threads(self) -> int:
         if self.num_workers is not None:
@@ -458,7 +470,9 @@ class _Epoch(Iterator):
             raise StopIteration
         try:
             item = c.next()
-        except HoldError:
+        except (HoldError, KeyboardInterrupt):
+            # Not the end: on Ctrl-C the loop gets control at once, and
+            # close() (or the end of the loop's frame) stops the threads.
             raise
         except BaseException:
             self.close()

@@ -12,8 +12,25 @@ from ._layout import Layout, native_layout
 #: (field 0 is the ``obs`` argument).
 FIELD_ADDRESS: int = _eachobs.FIELD_ADDRESS
 
-#: ``eachobs_field`` as a ctypes function, which a numba ``cfunc`` can call.
-field_pointer = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)(FIELD_ADDRESS)
+_field_functions: dict = {}
+
+
+def field_pointer(ctype: Any = ctypes.c_uint8):
+    """``eachobs_field`` as a ctypes function of k returning a pointer to
+    ctype, which a numba ``cfunc`` can call and pass to ``numba.carray``::
+
+        label = eachobs.field_pointer(ctypes.c_int64)
+
+        @numba.cfunc("int32(voidptr, uint64, voidptr)")
+        def getobs(ctx, idx, obs):
+            numba.carray(label(1), (1,), numpy.int64)[0] = idx
+            ...
+    """
+    f = _field_functions.get(ctype)
+    if f is None:
+        f = ctypes.CFUNCTYPE(ctypes.POINTER(ctype), ctypes.c_size_t)(FIELD_ADDRESS)
+        _field_functions[ctype] = f
+    return f
 
 
 def _address(getobs: Any) -> int:

@@ -246,9 +246,14 @@ typedef struct {
 
 static _Thread_local uint64_t thread_init_gen;
 
+/* numobs runs once, inside eachobs_parallel, on its thread; ctx is the
+ * user's for a native getobs, so the count comes this way. */
+static _Thread_local size_t starting_n;
+
 static size_t numobs_cb(void *ctx)
 {
-	return ((Loader *)ctx)->n;
+	(void)ctx;
+	return starting_n;
 }
 
 /* worker_init_fn(id) once per thread (per pool with persistent threads):
@@ -634,6 +639,7 @@ static int Loader_init(Loader *L, PyObject *args, PyObject *kw)
 	eachobs_iter *it = NULL;
 	int rc;
 	Py_BEGIN_ALLOW_THREADS
+	starting_n = L->n;
 	rc = eachobs_parallel(&it, &data, &o);
 	Py_END_ALLOW_THREADS
 	if (res.obj)
