@@ -39,6 +39,9 @@ if [ -n "$install" ]; then
 		echo "pybench.sh: pip install failed ($out/pip.log)" >&2
 		exit 1
 	}
+fi
+# --no-install: the package installed by an earlier run, if there is one.
+if [ -d "$out/site/eachobs" ]; then
 	PYTHONPATH="$(pwd)/$out/site${PYTHONPATH:+:$PYTHONPATH}"
 	export PYTHONPATH
 fi
