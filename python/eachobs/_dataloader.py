@@ -470,9 +470,10 @@ class _Epoch(Iterator):
             raise StopIteration
         try:
             item = c.next()
-        except (HoldError, KeyboardInterrupt):
-            # Not the end: on Ctrl-C the loop gets control at once, and
-            # close() (or the end of the loop's frame) stops the threads.
+        except (LoaderError, KeyboardInterrupt):
+            # Not the end: too many batches alive (HoldError), another
+            # thread iterating, or Ctrl-C, where the loop gets control at
+            # once and close() (or the end of its frame) stops the threads.
             raise
         except BaseException:
             self.close()
@@ -497,8 +498,9 @@ class _Epoch(Iterator):
         if c is not None:
             try:
                 self._loader._last_stats = c.stats()
-            finally:
-                c.close()
+            except LoaderError:  # another thread is in next(): close waits
+                pass
+            c.close()
 
     def __del__(self) -> None:
         self.close()

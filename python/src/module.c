@@ -250,6 +250,11 @@ typedef struct {
 	pthread_mutex_t gil_lock;
 	pthread_cond_t gil_free;
 	bool closed;
+	/* The library's consumer calls must not overlap: a Python thread in
+	 * next() (or checkpoint, stats) holds `busy`; a close from another
+	 * thread sets `closing`, interrupts it and waits on `idle`. */
+	atomic_bool busy, closing;
+	pthread_cond_t idle;
 } Loader;
 
 static _Thread_local uint64_t thread_init_gen;
@@ -678,6 +683,7 @@ static int Loader_init(Loader *L, PyObject *args, PyObject *kw)
 	pthread_cond_init(&L->tick, NULL);
 	pthread_mutex_init(&L->gil_lock, NULL);
 	pthread_cond_init(&L->gil_free, NULL);
+	pthread_cond_init(&L->idle, NULL);
 	L->inited = true;
 	L->failures = PyDict_New();
 	if (!L->failures)
@@ -886,17 +892,54 @@ static PyObject *samples(Loader *L, void *data, size_t count)
 	return list;
 }
 
-static PyObject *Loader_next(Loader *L, PyObject *unused)
+/* Become the consumer: the iterator, or NULL with LoaderError. */
+static eachobs_iter *consumer_enter(Loader *L, const char *what)
 {
 	eachobs_iter *it = atomic_load(&L->it);
+
+	if (!it || L->closed || atomic_load(&L->closing)) {
+		PyErr_Format(LoaderError, "%s: the loader is closed", what);
+		return NULL;
+	}
+	if (atomic_exchange(&L->busy, true)) {
+		PyErr_Format(LoaderError, "%s: another thread is in next() of "
+			     "this loader; one thread at a time may iterate it",
+			     what);
+		return NULL;
+	}
+	return it;
+}
+
+static void consumer_leave(Loader *L)
+{
+	atomic_store(&L->busy, false);
+	if (atomic_load(&L->closing)) {
+		pthread_mutex_lock(&L->lock);
+		pthread_cond_broadcast(&L->idle);
+		pthread_mutex_unlock(&L->lock);
+	}
+}
+
+static PyObject *next_item(Loader *L, eachobs_iter *it);
+
+static PyObject *Loader_next(Loader *L, PyObject *unused)
+{
+	(void)unused;
+	eachobs_iter *it = consumer_enter(L, "next");
+	if (!it)
+		return NULL;
+	PyObject *r = next_item(L, it);
+	consumer_leave(L);
+	return r;
+}
+
+static PyObject *next_item(Loader *L, eachobs_iter *it)
+{
 	eachobs_batch b = { 0 };
 	const void *obs = NULL;
 	size_t idx = 0;
 	int rc;
 
-	(void)unused;
-	if (!it || L->closed)
-		return PyErr_Format(LoaderError, "the loader is closed");
 	for (;;) {
 		ticker_set(L, true);
 		Py_BEGIN_ALLOW_THREADS
@@ -912,6 +955,9 @@ static PyObject *Loader_next(Loader *L, PyObject *unused)
 			return raise_fatal(L);
 		if (rc != -EINTR)
 			break;
+		if (atomic_load(&L->closing))
+			return PyErr_Format(LoaderError, "next: the loader was "
+					    "closed by another thread");
 		if (PyErr_CheckSignals() < 0)
 			return NULL;
 	}
@@ -926,10 +972,37 @@ static PyObject *Loader_next(Loader *L, PyObject *unused)
 	return capsules(L, data);
 }
 
+/* Wait, GIL released, for a next() running on another thread to end:
+ * it is interrupted until it sees `closing`. */
+static void wait_for_consumer(Loader *L, eachobs_iter *it)
+{
+	atomic_store(&L->closing, true);
+	if (!atomic_load(&L->busy))
+		return;
+	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&L->lock);
+	while (atomic_load(&L->busy)) {
+		eachobs_interrupt(it);
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_nsec += TICK_MS * 1000000L;
+		if (t.tv_nsec >= 1000000000L) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&L->idle, &L->lock, &t);
+	}
+	pthread_mutex_unlock(&L->lock);
+	Py_END_ALLOW_THREADS
+}
+
 static void loader_close(Loader *L)
 {
-	eachobs_iter *it = atomic_exchange(&L->it, NULL);
+	eachobs_iter *it = atomic_load(&L->it);
 
+	if (it && L->inited)
+		wait_for_consumer(L, it);
+	it = atomic_exchange(&L->it, NULL);
 	L->closed = true;
 	ticker_stop(L);
 	if (it) {
@@ -954,34 +1027,34 @@ static PyObject *Loader_length(Loader *L, PyObject *unused)
 
 static PyObject *Loader_checkpoint(Loader *L, PyObject *unused)
 {
-	eachobs_iter *it = atomic_load(&L->it);
 	size_t len = 0;
 
 	(void)unused;
+	eachobs_iter *it = consumer_enter(L, "checkpoint");
 	if (!it)
-		return PyErr_Format(LoaderError, "the loader is closed");
-	int rc = eachobs_checkpoint(it, NULL, &len);
-	if (rc != -ENOSPC && rc < 0)
-		return PyErr_Format(LoaderError, "%s", eachobs_last_error());
-	PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
-	if (!out)
 		return NULL;
-	rc = eachobs_checkpoint(it, PyBytes_AS_STRING(out), &len);
-	if (rc < 0) {
-		Py_DECREF(out);
-		return PyErr_Format(LoaderError, "%s", eachobs_last_error());
-	}
+	int rc = eachobs_checkpoint(it, NULL, &len);
+	PyObject *out = rc == -ENOSPC || rc == 0
+				? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len)
+				: PyErr_Format(LoaderError, "%s",
+					       eachobs_last_error());
+	if (out && eachobs_checkpoint(it, PyBytes_AS_STRING(out), &len) < 0)
+		Py_SETREF(out, PyErr_Format(LoaderError, "%s",
+					    eachobs_last_error()));
+	consumer_leave(L);
 	return out;
 }
 
 static PyObject *Loader_stats(Loader *L, PyObject *unused)
 {
-	eachobs_iter *it = atomic_load(&L->it);
 	eachobs_stats s;
 
 	(void)unused;
-	if (!it || eachobs_get_stats(it, &s) < 0)
-		return PyErr_Format(LoaderError, "the loader is closed");
+	eachobs_iter *it = consumer_enter(L, "stats");
+	if (!it)
+		return NULL;
+	eachobs_get_stats(it, &s);
+	consumer_leave(L);
 	return Py_BuildValue(
 		"{sKsKsKsKsKsKsKsKsKsKsnsIsK}", "yielded", s.yielded,
 		"batches", s.batches, "skipped", s.skipped, "loaded", s.loaded,
@@ -1041,6 +1114,7 @@ static void Loader_dealloc(Loader *L)
 		pthread_cond_destroy(&L->tick);
 		pthread_mutex_destroy(&L->lock);
 		pthread_cond_destroy(&L->gil_free);
+		pthread_cond_destroy(&L->idle);
 		pthread_mutex_destroy(&L->gil_lock);
 	}
 	Py_TYPE(L)->tp_free((PyObject *)L);

@@ -132,3 +132,62 @@ def test_interpreter_exit_closes_an_open_loader(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "leaving" in out.stdout
     assert time.monotonic() - t0 < 30
+
+
+def test_one_thread_at_a_time_may_iterate():
+    import threading
+    ds = Samples(100, "int", slow_s=0.5)
+    loader = eachobs.DataLoader(ds, batch_size=2, num_workers=1,
+                                executor="background")
+    it = iter(loader)
+    errors = []
+    entered = threading.Event()
+
+    def other():
+        entered.set()
+        try:
+            next(it)
+        except eachobs.LoaderError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    entered.wait()
+    try:
+        next(it)
+    except eachobs.LoaderError as e:
+        errors.append(e)
+    t.join()
+    # Whichever came second was refused; the first got its batch.
+    assert len(errors) <= 1
+    assert all("another thread" in str(e) or "closed" in str(e)
+               for e in errors)
+    loader.close()
+
+
+def test_close_from_another_thread_ends_a_waiting_next():
+    import threading
+    base = task_count()
+    ds = Samples(100, "int", slow_s=2.0)
+    loader = eachobs.DataLoader(ds, batch_size=4, num_workers=2,
+                                executor="background")
+    it = iter(loader)
+    got = []
+
+    def consume():
+        try:
+            next(it)
+            got.append("batch")
+        except eachobs.LoaderError as e:
+            got.append(str(e))
+
+    t = threading.Thread(target=consume)
+    t.start()
+    time.sleep(0.2)  # the consumer is (most likely) waiting in next()
+    t0 = time.monotonic()
+    loader.close()
+    t.join(timeout=30)
+    assert not t.is_alive()
+    assert got and ("closed" in got[0] or got[0] == "batch"), got
+    assert time.monotonic() - t0 < 10, "close waited for more than a getitem"
+    assert settle(base) == base
