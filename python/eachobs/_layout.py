@@ -112,11 +112,12 @@ def _checked(leaf: Leaf) -> Leaf:
 
 
 def _node(kind: int, n: int = 0, keys: Optional[tuple] = None, path: str = "",
-          leaf: Optional[Leaf] = None, field: int = 0) -> tuple:
+          leaf: Optional[Leaf] = None, field: int = 0,
+          torch_dtype: Any = None) -> tuple:
     if leaf is None:
-        return (kind, n, keys, path, 0, "u", 1, ())
+        return (kind, n, keys, path, 0, "u", 1, (), None)
     return (kind, 0, None, path, field, leaf.dtype.kind, leaf.dtype.itemsize,
-            leaf.shape)
+            leaf.shape, torch_dtype)
 
 
 def describe(sample: Any, max_fields: int) -> Layout:
@@ -129,7 +130,9 @@ def describe(sample: Any, max_fields: int) -> Layout:
         if leaf is not None:
             k = len(leaves)
             leaves.append(leaf)
-            nodes.append(_node(leaf.kind, path=path, leaf=leaf, field=k))
+            nodes.append(_node(leaf.kind, path=path, leaf=leaf, field=k,
+                               torch_dtype=obj.dtype if leaf.kind == TENSOR
+                               else None))
             return ("leaf", k, leaf)
         if isinstance(obj, dict):
             keys = tuple(obj.keys())

@@ -8,16 +8,24 @@
 #include "sample.h"
 
 #include <eachobs.h>
+#include <stdbool.h>
 #include <string.h>
 
-static PyObject *str_numpy, *str_detach;
+static PyObject *str_numpy, *str_detach, *str_dtype, *str_shape,
+	*str_is_contiguous, *str_is_cpu, *str_data_ptr;
+
+static int intern(PyObject **s, const char *name)
+{
+	return *s || (*s = PyUnicode_InternFromString(name)) ? 0 : -1;
+}
 
 int plan_init(struct plan *p, PyObject *nodes, PyObject *tensor_type)
 {
 	memset(p, 0, sizeof(*p));
-	if (!str_numpy && !(str_numpy = PyUnicode_InternFromString("numpy")))
-		return -1;
-	if (!str_detach && !(str_detach = PyUnicode_InternFromString("detach")))
+	if (intern(&str_numpy, "numpy") || intern(&str_detach, "detach") ||
+	    intern(&str_dtype, "dtype") || intern(&str_shape, "shape") ||
+	    intern(&str_is_contiguous, "is_contiguous") ||
+	    intern(&str_is_cpu, "is_cpu") || intern(&str_data_ptr, "data_ptr"))
 		return -1;
 	if (!PyList_Check(nodes)) {
 		PyErr_SetString(PyExc_TypeError, "plan: a list of nodes");
@@ -32,12 +40,19 @@ int plan_init(struct plan *p, PyObject *nodes, PyObject *tensor_type)
 	for (size_t i = 0; i < p->nnodes; i++) {
 		struct node *d = &p->nodes[i];
 		PyObject *t = PyList_GET_ITEM(nodes, (Py_ssize_t)i), *keys, *shape;
+		PyObject *tdtype;
 		int kind, dkind;
 		Py_ssize_t field, itemsize;
-		if (!PyArg_ParseTuple(t, "inOUnCnO!", &kind, &d->n, &keys,
+		if (!PyArg_ParseTuple(t, "inOUnCnO!O", &kind, &d->n, &keys,
 				      &d->path, &field, &dkind, &itemsize,
-				      &PyTuple_Type, &shape))
+				      &PyTuple_Type, &shape, &tdtype))
 			goto fail;
+		if (tdtype != Py_None) {
+			Py_INCREF(tdtype);
+			d->tdtype = tdtype;
+			Py_INCREF(shape);
+			d->tshape = shape;
+		}
 		d->kind = (enum node_kind)kind;
 		d->field = (size_t)field;
 		d->dkind = (char)dkind;
@@ -79,6 +94,8 @@ void plan_fini(struct plan *p)
 	for (size_t i = 0; p->nodes && i < p->nnodes; i++) {
 		Py_XDECREF(p->nodes[i].path);
 		Py_XDECREF(p->nodes[i].keys);
+		Py_XDECREF(p->nodes[i].tdtype);
+		Py_XDECREF(p->nodes[i].tshape);
 	}
 	PyMem_Free(p->nodes);
 	Py_CLEAR(p->tensor_type);
@@ -192,10 +209,59 @@ static int write_buffer(const struct node *d, size_t idx, PyObject *o,
 	return rc;
 }
 
+/* o's attribute (or method's result) is `want`: 1, 0, or -1 with an
+ * exception. */
+static int attr_is(PyObject *o, PyObject *name, bool call, PyObject *want)
+{
+	PyObject *v = call ? PyObject_CallMethodNoArgs(o, name)
+			   : PyObject_GetAttr(o, name);
+
+	if (!v)
+		return -1;
+	int eq = v == want ? 1 : PyObject_RichCompareBool(v, want, Py_EQ);
+	Py_DECREF(v);
+	return eq;
+}
+
+/*
+ * A contiguous CPU tensor of the first sample's dtype and shape: its
+ * bytes straight from its data pointer (five attribute reads, a fifth of
+ * what .numpy() and a buffer cost). 1 when written, 0 when the tensor
+ * needs the general path (its message, or strides), -1 on an exception.
+ * Complex tensors always take the general path: a lazily conjugated one
+ * does not hold the values it shows.
+ */
+static int write_tensor_fast(const struct node *d, PyObject *o, void *obs)
+{
+	int ok;
+
+	if (!d->tdtype || d->dkind == 'c')
+		return 0;
+	if ((ok = attr_is(o, str_dtype, false, d->tdtype)) != 1 ||
+	    (ok = attr_is(o, str_shape, false, d->tshape)) != 1 ||
+	    (ok = attr_is(o, str_is_cpu, false, Py_True)) != 1 ||
+	    (ok = attr_is(o, str_is_contiguous, true, Py_True)) != 1)
+		return ok;
+	PyObject *ptr = PyObject_CallMethodNoArgs(o, str_data_ptr);
+	if (!ptr)
+		return -1;
+	void *src = PyLong_AsVoidPtr(ptr);
+	Py_DECREF(ptr);
+	if (!src && PyErr_Occurred())
+		return -1;
+	if (d->nbytes)
+		memcpy(place(d, obs), src, d->nbytes);
+	return 1;
+}
+
 /* A torch tensor's bytes, through the numpy array that shares them. */
 static int write_tensor(const struct node *d, size_t idx, PyObject *o,
 			void *obs)
 {
+	int fast = write_tensor_fast(d, o, obs);
+
+	if (fast != 0)
+		return fast < 0 ? -1 : 0;
 	PyObject *a = PyObject_CallMethodNoArgs(o, str_numpy);
 
 	if (!a && PyErr_ExceptionMatches(PyExc_RuntimeError)) {

@@ -37,6 +37,10 @@ struct node {
 	int ndim;
 	Py_ssize_t shape[SAMPLE_MAX_NDIM];
 	size_t nbytes;
+	/* Tensors: the first sample's torch dtype and shape (a tuple), for
+	 * the fast path that reads the data pointer instead of a buffer. */
+	PyObject *tdtype;
+	PyObject *tshape;
 };
 
 struct plan {
