@@ -260,3 +260,28 @@ def test_empty_datasets_yield_nothing():
         assert len(loader) == 0 and list(loader) == []
     loader = eachobs.DataLoader(Samples(5, "int"), batch_size=4, sampler=[])
     assert list(loader) == []
+
+
+def test_strided_and_grad_tensors_are_copied_by_value():
+    torch = pytest.importorskip("torch")
+    base = torch.arange(40 * 6, dtype=torch.float32).reshape(6, 40)
+
+    class Odd:
+        def __len__(self):
+            return 40
+
+        def __getitem__(self, i):
+            column = base[:, i]                    # strided
+            grad = base[:, i].clone().requires_grad_()
+            return column, grad, base[::2, i].to(torch.float64)
+
+    for batch_size in [None, 8]:
+        loader = eachobs.DataLoader(Odd(), batch_size=batch_size, hold=50)
+        got = list(loader)
+        cols = (torch.stack([g[0] for g in got]) if batch_size is None
+                else torch.cat([g[0] for g in got]))
+        assert torch.equal(cols, base.T)
+        for g in got:
+            assert not g[1].requires_grad
+            assert torch.equal(g[0], g[1]) and torch.equal(
+                g[2], g[0][..., ::2].to(torch.float64))
