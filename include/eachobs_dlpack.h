@@ -60,8 +60,9 @@ extern "C" {
  * @param out    receives the tensor; NULL on failure.
  * @return 0; -EINVAL when it, data, shape or out is NULL, the iterator's
  *   observations have several fields (eachobs_dlpack_fields() takes
- *   them), ndim is out of range, a size is negative, the dtype has no whole bytes (bits not a
- *   positive multiple of 8, or lanes 0), the shape's bytes overflow or are
+ *   them), ndim is out of range, a size is negative, the dtype has no
+ *   whole bytes (bits not a positive multiple of 8, or lanes 0), the
+ *   shape's bytes overflow or are
  *   not obs_size, data is not an item this iterator holds (hold 0, never
  *   yielded, released, from another iterator, not the start of an
  *   observation) or already belongs to a tensor; -ENOMEM when the tensor
