@@ -17,6 +17,10 @@
  *             at::Tensor x = at::fromDLPack(t); // the batch buffer itself
  *             ...                               // x's deleter releases it
  *     }
+ *
+ * With eachobs_options.fields (an image and its label, say),
+ * eachobs_dlpack_fields() makes one tensor per field instead, each over
+ * its field's array: [count, 28, 28] float and [count] int64.
  */
 #ifndef EACHOBS_DLPACK_H
 #define EACHOBS_DLPACK_H
