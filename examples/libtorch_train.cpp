@@ -4,14 +4,18 @@
  * with libtorch, fed by eachobs, and the same run fed by libtorch's own
  * DataLoader beside it, epoch by epoch.
  *
- * eachobs: getobs normalizes one image, (x / 255 - 0.2860) / 0.3530, into
- * its place in a batch of 128 and stores its label after it, so one
- * observation is 785 floats. Every batch becomes a tensor through
- * eachobs_dlpack and at::fromDLPack, in place: x is its first 784 columns,
- * y its last. With hold = 2 the previous batch stays alive (as it would
- * while its copy to a GPU is in flight) until the next one has been
- * taken; then its tensor is dropped and the deleter gives the batch back
- * to the loader. Shuffled per epoch, loaded by one persistent pool.
+ * eachobs: an observation is made of two fields (eachobs_options.fields),
+ * 784 float32 pixels and one int64 label, and each field of a batch of 128
+ * is one array of its own. getobs normalizes one image,
+ * (x / 255 - 0.2860) / 0.3530, into its place in the batch's pixels and
+ * writes its label into its place in the batch's labels (eachobs_field).
+ * Every batch becomes two tensors through eachobs_dlpack_fields and
+ * at::fromDLPack, in place: x [count, 784] float32 over the pixels, y
+ * [count] int64 over the labels, what cross_entropy takes as it is. With
+ * hold = 2 the previous batch stays alive (as it would while its copy to a
+ * GPU is in flight) until the next one has been taken; then its tensors
+ * are dropped and the last deleter gives the batch back to the loader.
+ * Shuffled per epoch, loaded by one persistent pool.
  *
  * libtorch: torch::data::datasets::MNIST on the same files (decompressed
  * into a temporary directory), Normalize and Stack, RandomSampler,
@@ -23,14 +27,15 @@
  * data and the CPU seconds the process used (trainer, loaders and BLAS
  * together); at the end each loader alone, without training.
  *
- * Checked on every run, on the eachobs side: each tensor's data is the
- * batch buffer itself (no copy), inside the memory the loader allocated;
- * each label in the tensor is the label of the index the batch names;
- * every training image comes exactly once per epoch; no call ever finds
- * both held batches still taken (-ENOBUFS: a tensor's deleter did not give
- * its batch back); every tensor made was deleted; the iterator's counts
- * match; and closing the iterator freed its memory, which it does only
- * once no tensor holds a batch. Any failure exits 1.
+ * Checked on every run, on the eachobs side: each tensor's data is its
+ * field's array in the batch buffer itself (no copy), inside the memory
+ * the loader allocated; each label in the label tensor is the label of the
+ * index the batch names; every training image comes exactly once per
+ * epoch; no call ever finds both held batches still taken (-ENOBUFS: a
+ * batch did not come back when its tensors were deleted); every tensor
+ * made was deleted; the iterator's counts match; and closing the iterator
+ * freed its memory, which it does only once no tensor holds a batch. Any
+ * failure exits 1.
  *
  *   example_libtorch_train [--epochs N] [--subset N] [--threads P]
  *                          [--seed S] [--data DIR] [--check]
@@ -72,7 +77,8 @@
 namespace {
 
 constexpr size_t kSide = 28, kPixels = kSide * kSide, kClasses = 10;
-constexpr size_t kObsFloats = kPixels + 1; /* the image, then its label */
+/* An observation's two fields: the normalized image, then its label. */
+constexpr size_t kFields[] = { kPixels * sizeof(float), sizeof(int64_t) };
 constexpr size_t kBatch = 128;
 constexpr float kMean = 0.2860f, kStd = 0.3530f;
 constexpr double kCheckAccuracy = 0.6;
@@ -237,8 +243,9 @@ int getobs(void *ctx, size_t idx, void *obs)
 	const Split *s = static_cast<Train *>(ctx)->s;
 	float *x = static_cast<float *>(obs);
 
-	normalize(s->pixels + idx * kPixels, x);
-	x[kPixels] = (float)s->labels[idx];
+	normalize(s->pixels + idx * kPixels, x); /* field 0: obs itself */
+	int64_t *y = static_cast<int64_t *>(eachobs_field(1));
+	*y = s->labels[idx];
 	return 0;
 }
 
@@ -277,9 +284,9 @@ void mem_free(void *ctx, void *p, size_t)
 
 /*
  * Every tensor passes through this wrapper, a DLManagedTensor of our own
- * around the one eachobs_dlpack made: its deleter counts, then runs the
- * library's. So "made" against "deleted" says whether libtorch deleted
- * every tensor, on whatever thread it did.
+ * around one that eachobs_dlpack_fields made: its deleter counts, then
+ * runs the library's. So "made" against "deleted" says whether libtorch
+ * deleted every tensor, on whatever thread it did.
  */
 struct Counts {
 	std::atomic<uint64_t> made{ 0 }, deleted{ 0 };
@@ -323,7 +330,7 @@ struct Feed {
 Iter open_epoch(Feed &f, unsigned long long epoch)
 {
 	eachobs_dataset d = { &f.data, numobs, getobs,
-			      kObsFloats * sizeof(float) };
+			      kFields[0] + kFields[1] };
 	eachobs_allocator a = { mem_alloc, mem_free, &f.memory };
 	eachobs_options o = {};
 	o.nthreads = f.threads;
@@ -335,6 +342,8 @@ Iter open_epoch(Feed &f, unsigned long long epoch)
 	o.seed = f.seed;
 	o.epoch = epoch;
 	o.allocator = &a;
+	o.fields = kFields; /* pixels and labels, each an array of its own */
+	o.nfields = 2;
 	eachobs_iter *it;
 	int rc = eachobs_parallel(&it, &d, &o);
 	if (rc < 0)
@@ -343,40 +352,67 @@ Iter open_epoch(Feed &f, unsigned long long epoch)
 	return Iter(it);
 }
 
-/* The batch as a tensor [count, 785] over its own memory, checked. */
-at::Tensor to_tensor(Feed &f, eachobs_iter *it, const eachobs_batch &b)
+/* A batch's fields as tensors, x [count, 784] float32 and y [count]
+ * int64, each over its own array in the batch buffer. */
+struct Tensors {
+	at::Tensor x, y;
+};
+
+/* Tensor t of one of a batch's fields, wrapped and counted. */
+at::Tensor wrap(Feed &f, DLManagedTensor *t)
 {
-	static const int64_t shape[] = { (int64_t)kObsFloats };
-	DLManagedTensor *t;
-	if (eachobs_dlpack(it, b.data, DLDataType{ kDLFloat, 32, 1 }, 1, shape,
-			   &t) < 0)
-		fail(std::string("eachobs_dlpack: ") + eachobs_last_error());
 	Wrapped *w = new Wrapped{ *t, t, &f.counts };
 	w->m.manager_ctx = w;
 	w->m.deleter = wrapped_deleter;
 	f.counts.made.fetch_add(1, std::memory_order_relaxed);
-	at::Tensor x = at::fromDLPack(&w->m);
+	return at::fromDLPack(&w->m);
+}
 
+/* Whether tensor x is bytes bytes at field k's array of batch b, inside
+ * the block the loader allocated. */
+bool in_place(const Feed &f, eachobs_iter *it, const eachobs_batch &b,
+	      size_t k, const at::Tensor &x, size_t bytes)
+{
 	const char *p = static_cast<const char *>(x.data_ptr());
-	if (p != b.data || p < f.memory.base ||
-	    p + b.count * kObsFloats * sizeof(float) >
-		    f.memory.base + f.memory.size)
-		fail("the tensor is not the batch buffer: a copy was made");
-	if (x.dim() != 2 || x.size(0) != (int64_t)b.count ||
-	    x.size(1) != (int64_t)kObsFloats || x.scalar_type() != at::kFloat)
-		fail("the tensor's shape or type is not [count, 785] float");
-	const float *row = static_cast<const float *>(b.data);
-	for (size_t j = 0; j < b.count; j++, row += kObsFloats) {
+	return p == eachobs_field_data(it, b.data, k) && p >= f.memory.base &&
+	       p + bytes <= f.memory.base + f.memory.size;
+}
+
+/* The batch's pixels and labels as tensors over its own memory, checked. */
+Tensors to_tensors(Feed &f, eachobs_iter *it, const eachobs_batch &b)
+{
+	static const eachobs_dlpack_field fields[] = {
+		{ { kDLFloat, 32, 1 }, 1, { (int64_t)kPixels } }, /* [784] */
+		{ { kDLInt, 64, 1 }, 0, {} },                     /* a scalar */
+	};
+	DLManagedTensor *t[2];
+	if (eachobs_dlpack_fields(it, b.data, fields, 2, t) < 0)
+		fail(std::string("eachobs_dlpack_fields: ") +
+		     eachobs_last_error());
+	Tensors r{ wrap(f, t[0]), wrap(f, t[1]) };
+
+	if (!in_place(f, it, b, 0, r.x, b.count * kFields[0]) ||
+	    !in_place(f, it, b, 1, r.y, b.count * kFields[1]))
+		fail("a tensor is not its field's array in the batch buffer: "
+		     "a copy was made");
+	if (r.x.dim() != 2 || r.x.size(0) != (int64_t)b.count ||
+	    r.x.size(1) != (int64_t)kPixels || r.x.scalar_type() != at::kFloat)
+		fail("the pixels' tensor is not [count, 784] float32");
+	if (r.y.dim() != 1 || r.y.size(0) != (int64_t)b.count ||
+	    r.y.scalar_type() != at::kLong)
+		fail("the labels' tensor is not [count] int64");
+	const int64_t *y = r.y.data_ptr<int64_t>();
+	for (size_t j = 0; j < b.count; j++) {
 		size_t idx = b.idx[j];
 		if (idx >= f.data.n || f.seen[idx]++)
 			fail("image " + std::to_string(idx) +
 			     " came twice in one epoch, or is out of range");
-		if (row[kPixels] != (float)f.data.s->labels[idx])
+		if (y[j] != f.data.s->labels[idx])
 			fail("the label of image " + std::to_string(idx) +
 			     " is not the one in the file");
 	}
 	f.batches++;
-	return x;
+	return r;
 }
 
 /* After a pass, with every tensor dropped: the checks, then close. */
@@ -405,15 +441,15 @@ void close_epoch(Feed &f, Iter it, size_t nbatches)
 }
 
 /* Take the next batch; -ENOBUFS would mean that both held batches are
- * still taken, though the previous but one was dropped. */
+ * still taken, though the tensors of the previous but one were dropped. */
 bool next_batch(Feed &f, eachobs_iter *it, eachobs_batch &b, double &waited)
 {
 	double t0 = now_s();
 	int rc = eachobs_next_batch(it, &b);
 	waited += now_s() - t0;
 	if (rc == -ENOBUFS)
-		fail("eachobs_next_batch: -ENOBUFS: a dropped tensor did not "
-		     "give its batch back (" +
+		fail("eachobs_next_batch: -ENOBUFS: dropped tensors did not "
+		     "give their batch back (" +
 		     std::to_string(f.counts.made.load()) + " made, " +
 		     std::to_string(f.counts.deleted.load()) + " deleted)");
 	if (rc < 0)
@@ -506,18 +542,17 @@ Pass pass_eachobs(Feed &f, unsigned long long epoch, Model *m)
 	Iter it = open_epoch(f, epoch);
 	eachobs_batch b;
 	/* The previous batch, alive until the next one has been taken. */
-	at::Tensor prev;
+	Tensors prev;
 
 	while (next_batch(f, it.get(), b, r.waited)) {
-		at::Tensor t = to_tensor(f, it.get(), b);
-		prev = at::Tensor(); /* its deleter gives the batch back */
+		Tensors t = to_tensors(f, it.get(), b);
+		prev = Tensors(); /* the last deleter gives the batch back */
 		if (m)
-			r.loss += m->step(t.narrow(1, 0, kPixels),
-					  t.select(1, kPixels).to(torch::kLong));
+			r.loss += m->step(t.x, t.y);
 		prev = std::move(t);
 		r.batches++;
 	}
-	prev = at::Tensor();
+	prev = Tensors();
 	close_epoch(f, std::move(it), nbatches);
 	r.seconds = now_s() - t0;
 	r.cpu = cpu_s() - c0;
@@ -762,7 +797,7 @@ int run(const Args &a)
 		    alone_ours.cpu,
 		    (double)alone_theirs.batches / alone_theirs.seconds,
 		    alone_theirs.cpu);
-	std::printf("# checks held: %llu batches from eachobs, each a tensor "
+	std::printf("# checks held: %llu batches from eachobs, each two tensors "
 		    "over its batch buffer (no copy);\n# %llu tensors made, "
 		    "%llu deleted, every batch given back; every image once "
 		    "an epoch\n",

@@ -17,7 +17,8 @@
  * Memory: allocated at start; nothing grows with the number of
  * observations. A unit (an observation, or a batch when batchsize > 0) has
  * a buffer of obs_size (times batchsize) bytes rounded up to a multiple of
- * 64 (at least 64), and an index, a length and a status word per
+ * 64 (at least 64; with fields, each field's array is rounded up), and an
+ * index, a length and a status word per
  * observation. There are U = buffersize + workers + max(1, hold) units,
  * workers being the threads started (eachobs_stats.nworkers): nthreads, or
  * fewer when there are fewer tasks. At most buffersize loaded units wait
@@ -93,7 +94,9 @@ typedef struct eachobs_dataset {
 	size_t (*numobs)(void *ctx);
 	/** Write observation idx into obs: obs_size bytes the library owns,
 	 *  64-byte aligned and never NULL (in a batch, obs_size bytes after the
-	 *  previous one, only as aligned as that allows). Required. Called once
+	 *  previous one, only as aligned as that allows; with
+	 *  eachobs_options.fields, obs is field 0, fields[0] bytes, and
+	 *  eachobs_field() gives the others). Required. Called once
 	 *  per position of the iteration order (each idx in [0, n), or once
 	 *  per visit of a sampler), fewer after close or an error, concurrently
 	 *  for distinct indices: it must be thread-safe for them. Returns 0 or
@@ -401,8 +404,10 @@ EACHOBS_API int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx);
 
 /** A batch of observations (eachobs_options.batchsize > 0). */
 typedef struct eachobs_batch {
-	/** count observations, obs_size bytes apart, 64-byte aligned; valid
-	 *  as eachobs_next()'s are (see hold). */
+	/** count observations, obs_size bytes apart, 64-byte aligned (with
+	 *  fields: field 0's array, fields[0] bytes apart, and
+	 *  eachobs_field_data() finds the others); valid as eachobs_next()'s
+	 *  are (see hold). */
 	void *data;
 	/** Their dataset indices, in batch order. */
 	const size_t *idx;
@@ -477,10 +482,12 @@ EACHOBS_API void *eachobs_field_data(const eachobs_iter *it, const void *data,
 				     size_t k);
 
 /** Inside getobs(): this observation uses nbytes (at most obs_size; with
- *  fields, of field 0 and at most its size) of its slot, as eachobs_batch.lengths and eachobs_obs_length() report; without
- *  a call, obs_size; the last call wins. Bytes past it are stale: padding
- *  is getobs()'s to write. Returns 0; -EINVAL when nbytes > obs_size or not
- *  inside a getobs() that eachobs runs. Thread: the one running getobs(). */
+ *  fields, of field 0 and at most its size) of its slot, as
+ *  eachobs_batch.lengths and eachobs_obs_length() report; without a call,
+ *  obs_size (with fields, fields[0]); the last call wins. Bytes past it
+ *  are stale: padding is getobs()'s to write. Returns 0; -EINVAL when
+ *  nbytes exceeds that bound or not inside a getobs() that eachobs runs.
+ *  Thread: the one running getobs(). */
 EACHOBS_API int eachobs_set_length(size_t nbytes);
 
 /** Set *len to the length (eachobs_set_length()) of obs, an observation

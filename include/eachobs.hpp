@@ -229,6 +229,18 @@ public:
 		return *this;
 	}
 
+	/// eachobs_options.fields and nfields: the bytes of each field of an
+	/// observation, summing to obs_size (the library copies them at
+	/// start). An empty vector: one field of obs_size bytes.
+	options &fields(std::vector<size_t> sizes)
+	{
+		fields_ = std::make_shared<const std::vector<size_t>>(
+			std::move(sizes));
+		o_.fields = fields_->empty() ? nullptr : fields_->data();
+		o_.nfields = fields_->size();
+		return *this;
+	}
+
 	/// The C struct, valid while this options object (or a copy) lives.
 	const eachobs_options &c() const noexcept { return o_; }
 
@@ -238,6 +250,7 @@ private:
 	std::shared_ptr<const std::vector<unsigned>> cpus_;
 	std::shared_ptr<const std::vector<size_t>> indices_;
 	std::shared_ptr<const std::vector<unsigned char>> resume_;
+	std::shared_ptr<const std::vector<size_t>> fields_;
 };
 
 /// A set of persistent worker threads (eachobs_pool_create()); move-only.
@@ -315,7 +328,8 @@ struct obs {
 /// obs is.
 struct batch : eachobs_batch {
 	batch() noexcept : eachobs_batch() {}
-	/// data as an array of count T (obs_size = sizeof(T)).
+	/// data as an array of count T (obs_size = sizeof(T); with fields,
+	/// field 0's array, loader::field() gives each).
 	template <class T> T *as() const noexcept
 	{
 		return static_cast<T *>(data);
@@ -687,6 +701,22 @@ public:
 	/// is 0 or the loader is empty.
 	template <class Item> held<Item> keep(const Item &item);
 
+	/// eachobs_field_data(): the start of field k's array in a valid
+	/// item (field 0 is the item's data), as a T: in a batch whose field
+	/// k is one T, entry j's is field<T>(b, k)[j]. nullptr when k is not
+	/// a field or the loader is empty. Any thread while open; O(1).
+	template <class T = void>
+	const T *field(const obs &o, size_t k) const noexcept
+	{
+		return static_cast<const T *>(eachobs_field_data(it_, o.data, k));
+	}
+	/// The same for a batch.
+	template <class T = void>
+	T *field(const batch &b, size_t k) const noexcept
+	{
+		return static_cast<T *>(eachobs_field_data(it_, b.data, k));
+	}
+
 	/// eachobs_obs_length() of a valid observation. Throws error.
 	size_t length(const obs &o) const
 	{
@@ -897,6 +927,14 @@ inline void set_length(size_t nbytes)
 	int rc = eachobs_set_length(nbytes);
 	if (rc < 0)
 		throw error(rc);
+}
+
+/// eachobs_field() from inside get(): where field k of this observation
+/// goes, as a T (field 0 is get()'s obs); nullptr when k is not a field
+/// or outside get().
+template <class T = void> T *field(size_t k) noexcept
+{
+	return static_cast<T *>(eachobs_field(k));
 }
 
 /// eachobs_cancelled(): inside get(), whether its loader is closing.

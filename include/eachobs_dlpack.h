@@ -17,6 +17,10 @@
  *             at::Tensor x = at::fromDLPack(t); // the batch buffer itself
  *             ...                               // x's deleter releases it
  *     }
+ *
+ * With eachobs_options.fields (an image and its label, say),
+ * eachobs_dlpack_fields() makes one tensor per field instead, each over
+ * its field's array: [count, 28, 28] float and [count] int64.
  */
 #ifndef EACHOBS_DLPACK_H
 #define EACHOBS_DLPACK_H
@@ -60,8 +64,9 @@ extern "C" {
  * @param out    receives the tensor; NULL on failure.
  * @return 0; -EINVAL when it, data, shape or out is NULL, the iterator's
  *   observations have several fields (eachobs_dlpack_fields() takes
- *   them), ndim is out of range, a size is negative, the dtype has no whole bytes (bits not a
- *   positive multiple of 8, or lanes 0), the shape's bytes overflow or are
+ *   them), ndim is out of range, a size is negative, the dtype has no
+ *   whole bytes (bits not a positive multiple of 8, or lanes 0), the
+ *   shape's bytes overflow or are
  *   not obs_size, data is not an item this iterator holds (hold 0, never
  *   yielded, released, from another iterator, not the start of an
  *   observation) or already belongs to a tensor; -ENOMEM when the tensor

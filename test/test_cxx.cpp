@@ -13,11 +13,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
 #include <mutex>
 #include <sched.h>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -807,4 +809,51 @@ Test(cxx, set_length_and_length_from_cpp)
 	}
 	cr_assert_not(eachobs::cancelled());
 	cr_assert_eq(eachobs::seed(1, 2, 3), eachobs_seed(1, 2, 3));
+}
+
+Test(cxx, fields_from_cpp_are_arrays_of_their_own)
+{
+	const size_t n = 300, bs = 16;
+	std::vector<size_t> sizes{ 3 * sizeof(float), sizeof(int64_t) };
+	eachobs::dataset data(n, [](size_t idx, void *obs) {
+		float *x = static_cast<float *>(obs);
+		int64_t *label = eachobs::field<int64_t>(1);
+		if (eachobs::field(0) != obs || !label || eachobs::field(2))
+			throw std::logic_error("eachobs::field misplaced");
+		for (int i = 0; i < 3; i++)
+			x[i] = static_cast<float>(idx) + static_cast<float>(i);
+		*label = static_cast<int64_t>(idx) * 5;
+	});
+	for (eachobs_executor ex : executors) {
+		seen s(n);
+		eachobs::loader loader(data, 3 * sizeof(float) + sizeof(int64_t),
+				       opts(ex, true).batchsize(bs).fields(sizes));
+		for (const eachobs::batch &b : loader.batches()) {
+			const float *x = loader.field<float>(b, 0);
+			const int64_t *y = loader.field<int64_t>(b, 1);
+			cr_assert_eq(x, b.as<float>(), "%s", name(ex));
+			cr_assert_null(loader.field(b, 2));
+			cr_assert_eq(reinterpret_cast<uintptr_t>(y) % 64, 0);
+			for (size_t j = 0; j < b.count; j++) {
+				cr_assert_eq(b.lengths[j], sizes[0]);
+				cr_assert_eq(x[3 * j + 2],
+					     static_cast<float>(b.idx[j] + 2));
+				cr_assert_eq(y[j],
+					     static_cast<int64_t>(b.idx[j]) * 5);
+				s.add(b.idx[j], &b.idx[j]);
+			}
+		}
+		s.all_once(name(ex));
+	}
+	// Single observations, and an empty vector: no fields.
+	eachobs::loader single(data, 3 * sizeof(float) + sizeof(int64_t),
+			       opts(EACHOBS_SERIAL, true).fields(sizes));
+	for (const eachobs::obs &o : single)
+		cr_assert_eq(*single.field<int64_t>(o, 1),
+			     static_cast<int64_t>(o.index) * 5);
+	eachobs::options none = eachobs::options().fields({});
+	cr_assert_null(none.c().fields);
+	cr_assert_eq(none.c().nfields, 0);
+	cr_assert_null(eachobs::field(0), "a field outside get()");
+	cr_assert_null(eachobs::loader().field(eachobs::batch(), 0));
 }
