@@ -300,8 +300,9 @@ typedef struct eachobs_iter eachobs_iter;
 /** Create in *pool (NULL on failure) nthreads (1 .. EACHOBS_MAX_THREADS)
  *  persistent workers, asleep until an iterator borrows them, on the
  *  calling thread's CPUs and nice value. Returns 0; -EINVAL when pool is
- *  NULL or nthreads out of range; -ENOMEM; -EAGAIN when a thread cannot be
- *  created (nothing is left running or allocated on failure).
+ *  NULL or nthreads out of range; -ENOMEM (a thread's attributes
+ *  included); -EAGAIN when a thread cannot be created (nothing is left
+ *  running or allocated on failure).
  *  Thread: any; blocks only to create threads. */
 EACHOBS_API int eachobs_pool_create(eachobs_pool **pool, unsigned nthreads);
 
@@ -333,7 +334,8 @@ EACHOBS_API void eachobs_pool_destroy(eachobs_pool *pool);
  *      size_t;
  *    -E2BIG when opts_size exceeds this library's eachobs_options and a
  *      byte past its end is not zero (an option it does not have);
- *    -ENOMEM when an allocation fails, the allocator's included;
+ *    -ENOMEM when an allocation fails, the allocator's and a thread's
+ *      attributes' included;
  *    -EAGAIN when a thread cannot be created (resource limits, a
  *      stack_size the system refuses), or no CPU of worker_cpus is usable.
  *  On failure no getobs() has run (numobs() may have, except for -E2BIG

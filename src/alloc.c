@@ -122,8 +122,12 @@ int eachobs__thread_create(pthread_t *t, size_t stack_size,
 	if (rc != 0)
 		return rc;
 	rc = pthread_attr_setstacksize(&attr, stack_size);
+	/* glibc allocates the signal mask (and the CPU set) of the
+	 * attributes: an allocation fault here stands for that one, which
+	 * fails with ENOMEM. */
 	if (rc == 0)
-		rc = block_async_signals(&attr);
+		rc = fault_fires(&alloc_fault) ? ENOMEM
+					       : block_async_signals(&attr);
 	if (rc == 0 && cpus)
 		rc = pthread_attr_setaffinity_np(&attr, sizeof(*cpus), cpus);
 	if (rc == 0)

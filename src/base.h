@@ -25,12 +25,14 @@
 
 /* ---- error.c (also error.h) ------------------------------------------ */
 
-/* Thread j (0-based) of n could not be created: pthread_create's err
- * (positive), the stack size and the affinity it was given (or NULL);
- * who names the thread ("worker", "eachobs_pool_create:"). */
-int eachobs__fail_thread(int code, int err, const char *who, unsigned j,
-			 unsigned n, size_t stack_size, const cpu_set_t *cpus)
-	__attribute__((cold));
+/* Thread j (0-based) of n could not be created: eachobs__thread_create's
+ * err (positive), the stack size and the affinity it was given (or NULL).
+ * fn is the public function that failed, or NULL for an option's message;
+ * what names the thread ("worker thread", "thread"). Returns -ENOMEM for
+ * ENOMEM (the thread's attributes could not be allocated), else -EAGAIN. */
+int eachobs__fail_thread(int err, const char *fn, const char *what,
+			 unsigned j, unsigned n, size_t stack_size,
+			 const cpu_set_t *cpus) __attribute__((cold));
 
 /* ---- event.c -------------------------------------------------------- */
 
@@ -132,7 +134,8 @@ void *eachobs__calloc(size_t nmemb, size_t size);
 void *eachobs__alloc_aligned(size_t size);
 void eachobs__free(void *p);
 /* pthread_create with that stack size and, unless cpus is NULL, that CPU
- * affinity; returns 0 or a positive errno like pthread_create. */
+ * affinity, with asynchronous signals blocked; returns 0 or a positive
+ * errno like pthread_create (ENOMEM: the attributes' own allocation). */
 int eachobs__thread_create(pthread_t *t, size_t stack_size,
 			   const cpu_set_t *cpus, void *(*fn)(void *),
 			   void *arg);

@@ -257,9 +257,9 @@ static int start_threads(eachobs_pool *p, unsigned nthreads)
 						 NULL, lent_main, t);
 		if (err != 0) {
 			pthread_cond_destroy(&t->wake);
-			return eachobs__fail_thread(-EAGAIN, err,
-						    "eachobs_pool_create:", i,
-						    nthreads,
+			return eachobs__fail_thread(err,
+						    "eachobs_pool_create",
+						    "thread", i, nthreads,
 						    EACHOBS_DEFAULT_STACK_SIZE,
 						    NULL);
 		}

@@ -98,7 +98,7 @@ static int create(struct eachobs__workers *ws, unsigned j)
 					 ws->job.cpus, worker_main, w);
 
 	if (err != 0) /* the caller closes and joins */
-		return eachobs__fail_thread(-EAGAIN, err, "worker", j,
+		return eachobs__fail_thread(err, NULL, "worker thread", j,
 					    ws->nthreads, ws->job.stack_size,
 					    ws->job.cpus);
 	w->created = true;
