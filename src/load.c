@@ -72,8 +72,13 @@ int eachobs_set_length(size_t nbytes)
 	return 0;
 }
 
+/* Every loader's generation, process-wide: never 0, never repeated. */
+static _Atomic uint64_t generations;
+
 void eachobs__loader_setup(struct eachobs__loader *ld)
 {
+	ld->gen = atomic_fetch_add_explicit(&generations, 1,
+					    memory_order_relaxed) + 1;
 	atomic_init(&ld->limit, SIZE_MAX);
 	pthread_mutex_init(&ld->fail.lock, NULL);
 }
@@ -140,13 +145,15 @@ static inline bool halted(const struct eachobs__loader *ld, size_t u)
 }
 
 /* What one getobs costs on this thread, per entry of its last timed run
- * for loader cost_of (another loader: not measured yet). */
-static EACHOBS__TLS const struct eachobs__loader *cost_of;
+ * for the loader of generation cost_gen (another: not measured yet). A
+ * generation, not the loader's address: a new iterator is often allocated
+ * where the last one was, and must not inherit its verdict. */
+static EACHOBS__TLS uint64_t cost_gen;
 static EACHOBS__TLS uint64_t cost_ns;
 
 bool eachobs__getobs_cheap(const struct eachobs__loader *ld)
 {
-	return cost_of == ld && cost_ns < EACHOBS__CHEAP_NS;
+	return cost_gen == ld->gen && cost_ns < EACHOBS__CHEAP_NS;
 }
 
 /* Time k entries loaded since t0: this thread's cost estimate and stats. */
@@ -154,7 +161,7 @@ static void learn(const struct eachobs__loader *ld, uint64_t t0, size_t k)
 {
 	uint64_t t1 = eachobs__now_ns();
 
-	cost_of = ld;
+	cost_gen = ld->gen;
 	cost_ns = (t1 - t0) / k;
 	eachobs__account(t0, t1, k);
 }

@@ -38,6 +38,10 @@ struct eachobs__failrec {
 };
 
 struct eachobs__loader {
+	/* Set by eachobs__loader_setup: unique in the process, so that what
+	 * a thread learnt of another loader's getobs is never taken for this
+	 * one's (load.c). */
+	uint64_t gen;
 	/* The owner's, set after eachobs__loader_setup and before any
 	 * thread loads; read-only from then on. */
 	int (*getobs)(void *ctx, size_t idx, void *obs);
