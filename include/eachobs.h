@@ -42,7 +42,7 @@
  * per freed slot).
  *
  * Errors: 0 (1: an item) or a negative errno value, never through errno;
- * codes from getobs() pass through unchanged. eachobs_strerror() names
+ * codes from getobs() pass through unchanged but -EINTR (eachobs_next). eachobs_strerror() names
  * every code; eachobs_last_error() says what the last failure found wrong.
  *
  * Versions and compatibility: EACHOBS_VERSION_HEX is the header a program
@@ -98,7 +98,7 @@ typedef struct eachobs_dataset {
 	 *  per visit of a sampler), fewer after close or an error, concurrently
 	 *  for distinct indices: it must be thread-safe for them. Returns 0 or
 	 *  a negative code (see eachobs_on_error); a positive value breaks this
-	 *  contract and is reported as -ERANGE. */
+	 *  contract and is reported as -ERANGE, -EINTR as -ERESTART. */
 	int (*getobs)(void *ctx, size_t idx, void *obs);
 	/** Bytes of one observation slot; 0 is allowed (index-only data). */
 	size_t obs_size;
@@ -288,7 +288,7 @@ typedef struct eachobs_options {
 /** A getobs() failure that was skipped. */
 typedef struct eachobs_failure {
 	size_t idx; /**< the observation's index */
-	int code;   /**< what its getobs() returned (-ERANGE if positive) */
+	int code;   /**< its getobs() code (as eachobs_next() reports it) */
 } eachobs_failure;
 
 /** Default worker stack size (see eachobs_options.stack_size). */
@@ -377,7 +377,9 @@ static inline int eachobs_parallel(eachobs_iter **it,
  *    c < 0: a getobs() code (-ERANGE for a positive value) under
  *      EACHOBS_ON_ERROR_STOP, ordered once every earlier position was
  *      yielded; sticky: every later call returns it, with the same *idx;
- *    -EINTR after eachobs_interrupt(); not sticky: call again to go on;
+ *    -EINTR after eachobs_interrupt(), only; not sticky: call again to go
+ *      on (a getobs() returning -EINTR, a system call a signal cut short,
+ *      gives -ERESTART, sticky: retry inside getobs(), or use SA_RESTART);
  *    -ENOBUFS when hold items are held; not sticky: release one (from a
  *      getobs(), -ENOBUFS is sticky like any code);
  *    -EINVAL when it is NULL or batched.

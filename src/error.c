@@ -77,13 +77,20 @@ int eachobs__fail_getobs(int code, const char *fn, size_t idx)
 {
 	const char *desc = code > -4096 ? errno_text(-code) : NULL;
 
-	/* A getobs returning a positive value is reported as -ERANGE too:
-	 * which of the two it was is not kept. */
+	/* A getobs returning a positive value is reported as -ERANGE too,
+	 * and -EINTR as -ERESTART: which of the two it was is not kept. */
 	if (code == -ERANGE)
 		return eachobs__fail(code,
 				     "%s: getobs(%zu) returned a positive value "
 				     "or -ERANGE (it must return 0 or a "
 				     "negative code)",
+				     fn, idx);
+	if (code == -ERESTART)
+		return eachobs__fail(code,
+				     "%s: getobs(%zu) returned -EINTR or "
+				     "-ERESTART: a signal cut a system call "
+				     "short (retry it inside getobs, or install "
+				     "the handler with SA_RESTART)",
 				     fn, idx);
 	if (desc)
 		return eachobs__fail(code, "%s: getobs(%zu) failed: %s (%d)",
@@ -174,6 +181,10 @@ const char *eachobs_strerror(int code)
 	case -ERANGE:
 		return "getobs returned a positive value; it must return 0 or "
 		       "a negative code";
+	case -ERESTART:
+		return "getobs returned -EINTR: a signal cut a system call "
+		       "short (retry it inside getobs, or install the handler "
+		       "with SA_RESTART)";
 	case -EIO:
 		return "input/output error (returned by getobs)";
 	case -ENOENT:

@@ -41,6 +41,15 @@
 #include <errno.h>
 #include <stdint.h>
 
+/* What a getobs returned, as the code kept for its entry: a positive
+ * value breaks the contract (-ERANGE), and -EINTR, a system call cut short
+ * by a signal, becomes -ERESTART, so that it is never taken for the
+ * non-sticky -EINTR of eachobs_interrupt. */
+static inline int code_of(int rc)
+{
+	return rc > 0 ? -ERANGE : rc == -EINTR ? -ERESTART : rc;
+}
+
 /* The loader whose getobs runs on this thread, for eachobs_cancelled, and
  * where eachobs_set_length writes. Saved and restored around each call,
  * since a getobs may itself iterate another iterator. */
@@ -208,7 +217,7 @@ load_entries(struct eachobs__loader *ld, struct eachobs__slot *slot, size_t u,
 		lens[e] = sz;
 		loading_len = &lens[e];
 		int rc = getobs(ctx, idx, data + e * sz);
-		status[e] = rc > 0 ? -ERANGE : rc;
+		status[e] = code_of(rc);
 		if (rc != 0 && !ld->skip_errors)
 			record_failure(ld, u, pos, idx, status[e]);
 	}
@@ -357,7 +366,7 @@ void eachobs__fill_one(struct eachobs__loader *ld, struct eachobs__slot *slot,
 	int rc = ld->getobs(ld->ctx, idx, b->data);
 	loading = outer;
 	loading_len = outer_len;
-	b->status[0] = rc > 0 ? -ERANGE : rc;
+	b->status[0] = code_of(rc);
 	if (rc != 0 && !ld->skip_errors)
 		record_failure(ld, u, pos, idx, b->status[0]);
 }
