@@ -190,7 +190,8 @@ typedef struct eachobs_options {
 	 *  pool's CPUs). */
 	unsigned nworker_cpus;
 	/** 0: workers run at the caller's nice value (borrowed: the pool's);
-	 *  1..19: at this one, so the training thread wins a core both want. */
+	 *  1..19: at this one, so the training thread wins a core both want
+	 *  (below the caller's: only where the process may lower it). */
 	int worker_nice;
 	/** 0: observations, through eachobs_next(). 1 .. EACHOBS_MAX_BATCHSIZE:
 	 *  batches, through eachobs_next_batch(): batch k is positions
@@ -337,7 +338,9 @@ EACHOBS_API void eachobs_pool_destroy(eachobs_pool *pool);
  *    -ENOMEM when an allocation fails, the allocator's and a thread's
  *      attributes' included;
  *    -EAGAIN when a thread cannot be created (resource limits, a
- *      stack_size the system refuses), or no CPU of worker_cpus is usable.
+ *      stack_size the system refuses), or no CPU of worker_cpus is usable;
+ *    -EACCES when worker_nice is below the calling thread's nice value
+ *      and this process may not lower one (CAP_SYS_NICE, RLIMIT_NICE).
  *  On failure no getobs() has run (numobs() may have, except for -E2BIG
  *  and the opts_size -EINVAL), the threads started have been joined and
  *  nothing is left allocated.
@@ -355,7 +358,7 @@ EACHOBS_API int eachobs_parallel(eachobs_iter **it, const eachobs_dataset *data,
 #else
 /** Start loading data: eachobs_parallel_sized() with this header's
  *  sizeof(eachobs_options), inline so that the program carries its size.
- *  Returns as that does: 0, -EINVAL, -E2BIG, -ENOMEM or -EAGAIN.
+ *  Returns as that does: 0, -EINVAL, -E2BIG, -ENOMEM, -EAGAIN, -EACCES.
  *  Thread: any; blocks only to create threads. */
 static inline int eachobs_parallel(eachobs_iter **it,
 				   const eachobs_dataset *data,

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "workers.h"
 #include "error.h"
+#include "nice.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -83,8 +84,8 @@ static void *worker_main(void *arg)
 {
 	struct eachobs__worker *w = arg;
 
-	/* Raising one's own nice value needs no privilege, so this cannot
-	 * fail for the values the owner lets through. */
+	/* Raising one's own nice value needs no privilege, and lowering it
+	 * was found allowed before the thread was created (check_nice). */
 	if (w->set->job.nice)
 		setpriority(PRIO_PROCESS, (id_t)gettid(), w->set->job.nice);
 	worker_run(w);
@@ -132,6 +133,36 @@ static void open_gate(struct eachobs__workers *ws)
 }
 
 /*
+ * Workers start at the owner's nice value (lent ones at the pool's): one
+ * they may not lower to the job's would run at its own instead, so such a
+ * job is refused (-EACCES) for created threads, and the pool lends only
+ * threads that may (lender.c). Asked only when the job's value is below,
+ * so an unprivileged process pays nothing for the usual raise.
+ */
+static int check_nice(struct eachobs__workers *ws)
+{
+	int want = ws->job.nice, own;
+
+	if (want == 0 || ws->nthreads == 0)
+		return 0;
+	own = eachobs__own_nice();
+	if (want < own) {
+		int may = eachobs__may_lower_nice(want);
+		if (may < 0)
+			return may;
+		if (!may)
+			return eachobs__fail(-EACCES,
+					     "worker_nice %d is below the "
+					     "calling thread's nice value %d, "
+					     "which this process may not lower "
+					     "(without CAP_SYS_NICE, RLIMIT_NICE "
+					     "must be at least %d)",
+					     want, own, 20 - want);
+	}
+	return ws->lender ? eachobs__lender_check_nice(ws->lender, want) : 0;
+}
+
+/*
  * Created threads are started in a loop on the owner, lent ones in a tree
  * (the lender wakes one, which wakes two, ...): a new thread has to be
  * scheduled before it can create others, and that made a tree of
@@ -140,13 +171,16 @@ static void open_gate(struct eachobs__workers *ws)
  */
 int eachobs__workers_start(struct eachobs__workers *ws)
 {
+	int rc = check_nice(ws);
+
+	if (rc < 0)
+		return rc; /* nothing started */
 	if (ws->lender)
 		borrow(ws);
 	/* cpus the system refuses fail the start on lent threads as on
 	 * created ones; asked on one lent thread, the answer holds for all
 	 * (lender.c). The lent threads are woken all the same, to see the
 	 * close that follows. */
-	int rc = 0;
 	if (ws->nlent > 0)
 		rc = eachobs__lender_check_cpus(&ws->loan);
 	/* Otherwise lent threads cannot fail to start: with no thread to
