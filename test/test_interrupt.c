@@ -461,3 +461,40 @@ Test(interrupt, the_guides_handler_loses_nothing_of_a_getobs_it_interrupts)
 {
 	run_eintr_child("restart");
 }
+
+/* The checking consumer (helpers.c) takes the interrupt's -EINTR, which
+ * leaves *idx untouched, as the header says, and the run then goes on to
+ * every index once. */
+ParameterizedTestParameters(interrupt, the_checking_consumer_takes_an_interrupt)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, interrupt,
+		  the_checking_consumer_takes_an_interrupt)
+{
+	eachobs_options o = { .executor = m->executor, .ordered = m->ordered,
+			      .nthreads = 2 };
+	struct td td;
+	struct cons c;
+	eachobs_iter *it;
+	int rc;
+
+	td_init(&td, 200, 8, 200);
+	eachobs_dataset data = td_dataset(&td);
+	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
+	cons_init(&c, it, &td, o.ordered || o.executor == EACHOBS_SERIAL);
+	cr_assert_eq(cons_next(&c, NULL, NULL), 1);
+	cr_assert_eq(eachobs_interrupt(it), 0);
+	cr_assert_eq(cons_next(&c, NULL, NULL), -EINTR, "%s", mode_name(m));
+	cr_assert(c.err[0] == 0, "%s: %s", mode_name(m), c.err);
+	while ((rc = cons_next(&c, NULL, NULL)) == 1)
+		;
+	cr_assert_eq(rc, 0);
+	cr_assert(c.err[0] == 0, "%s: %s", mode_name(m), c.err);
+	cr_assert(cons_all_seen(&c), "%s: an index was never yielded",
+		  mode_name(m));
+	cons_close(&c);
+	cons_fini(&c);
+	td_fini(&td);
+}
