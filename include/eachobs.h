@@ -35,12 +35,6 @@
  * block asynchronous signals (all but SIGSEGV, SIGBUS, SIGFPE, SIGILL,
  * SIGTRAP, SIGABRT, SIGSYS and SIGPROF): handlers run on the program's own.
  *
- * Waiting: a worker that finds the buffer full, and a consumer that finds
- * it empty, spin a few microseconds, then sleep on a futex. The consumer is
- * woken by the first ready observation; workers blocked on a full buffer
- * when half of it is free (with fewer than two buffer slots per worker, one
- * per freed slot).
- *
  * Errors: 0 (1: an item) or a negative errno value, never through errno;
  * codes from getobs() pass through unchanged but -EINTR (eachobs_next). eachobs_strerror() names
  * every code; eachobs_last_error() says what the last failure found wrong.
@@ -150,14 +144,12 @@ typedef struct eachobs_options {
 	/** Worker threads, at most EACHOBS_MAX_THREADS (fewer start when there
 	 *  are fewer tasks). 0: with a pool, its size; else the CPUs this
 	 *  process may use, counted at every start: the caller's CPU affinity,
-	 *  capped by a cgroup v2 CPU quota rounded up (one read less than a
-	 *  second before may be reused), at least 1. */
+	 *  capped by a cgroup v2 CPU quota rounded up, at least 1. */
 	unsigned nthreads;
 	/** Observations per task (rounded up to whole batches), the unit in
-	 *  which work is split and stolen: unordered, worker j starts with the
-	 *  j-th run of tasks; idle workers steal half of the busiest one's.
-	 *  0: ceil(n / (oversubscription * nthreads)). Ordered, a worker claims
-	 *  at most max(1, buffersize / (2 * nthreads)) positions at a time. */
+	 *  which work is split and stolen (unordered). 0: ceil(n /
+	 *  (oversubscription * nthreads)). Ordered, a worker claims at most
+	 *  max(1, buffersize / (2 * nthreads)) positions at a time. */
 	size_t basesize;
 	/** Tasks per thread when basesize is 0; 0: the default. */
 	unsigned oversubscription;
@@ -216,9 +208,8 @@ typedef struct eachobs_options {
 	 *  close, creating its own for the rest (iterators on a pool never wait
 	 *  for each other). A lent thread keeps the pool's stack size, serves
 	 *  one iterator at a time and takes on its worker_cpus and worker_nice
-	 *  (else the pool's) before its first getobs. Without CAP_SYS_NICE or
-	 *  RLIMIT_NICE, a thread that ran at nice N is lent only to iterators
-	 *  asking for N or more. */
+	 *  (else the pool's) before its first getobs; one that cannot reach
+	 *  them is not lent. */
 	eachobs_pool *pool;
 	/** The order one pass visits, of length L: 0 .. n-1, or
 	 *  indices[0 .. nindices), each below n, repeats allowed; not copied

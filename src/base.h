@@ -59,10 +59,10 @@ void eachobs__event_wait_single(struct eachobs__event *ev,
 void eachobs__event_notify_single(struct eachobs__event *ev,
 				  eachobs__cond_fn cond, const void *arg);
 
-/* Spins before sleeping (a pause is ~25 ns here): a few microseconds for
- * the consumer, which is on the critical path, less for loaders, which are
- * many and share the cores with the consumer. Longer spins measured no
- * better on 2 cores (TimeDataset, P = 16, 10 us and 100 us). */
+/* Spins before sleeping: a few microseconds for the consumer, which is on
+ * the critical path, less for loaders, which are many and share the cores
+ * with the consumer. Longer spins measured no better (docs/design.md,
+ * Measurements). */
 enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
 
 void eachobs__event_init(struct eachobs__event *ev);

@@ -1,9 +1,9 @@
 /*
  * A lender of threads: an eachobs_pool keeps nthreads threads asleep
  * between uses and lends them out to run opaque work (lender.h), so that
- * a caller starts k threads' work without creating threads (16
- * pthread_create calls cost 0.4-1 ms here; waking 16 sleeping threads
- * costs a few microseconds each). It knows nothing of its callers: a loan
+ * a caller starts k threads' work without creating threads (creating one
+ * costs many times what waking a sleeping one does: docs/design.md,
+ * Measurements). It knows nothing of its callers: a loan
  * is a function, an argument and a placement.
  *
  * Threads are lent exclusively: a reserved thread leaves the idle stack
@@ -26,9 +26,9 @@
  *
  * The CPUs are set when a loan needs other CPUs than the thread has, not
  * undone at the end of every loan: a loan per epoch with the same cpus
- * then costs no system call and no migration per epoch (restoring at
- * each close cost 16 threads pinned to one CPU 50 us more per close
- * here, and a migration back at the next start). Whether the system
+ * then costs no system call and no migration per epoch (restoring them
+ * at each close would cost a system call per thread at every close and
+ * a migration back at the next start). Whether the system
  * accepts the CPUs at all is asked once per loan, before the caller
  * depends on it, by setting them on thread 0 from the caller
  * (eachobs__lender_check_cpus): the answer depends on the process's

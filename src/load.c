@@ -264,8 +264,8 @@ static void open_unit(struct eachobs__loader *ld, struct eachobs__slot *slot,
  * is left): one compare-and-swap per entry made the claim word the hottest
  * line of a no-op batch run (owner and helpers bounce it), while claiming
  * a run lets the tail of the batch still be shared out. A tail of cheap
- * entries is not worth a claim each: with at least 1, a batch of 64 took
- * 15 claims, and the claims cost as much as the no-op entries. Else one.
+ * entries is not worth a claim each: at least CLAIM_MIN keeps the claims
+ * from costing as much as the entries. Else one.
  * unit and count are read before the compare-and-swap, which succeeds only
  * if the claim word is still the one they were read under (see open_unit).
  * The acquire on success pairs with open_unit's release.
@@ -322,8 +322,8 @@ static bool entries_done(struct eachobs__slot *slot, size_t k)
  * count them done at the end, once (the unit cannot complete before its
  * owner's count is in, so the owner never misses being the completer).
  * While getobs is cheap the whole loop is timed once (two clock reads per
- * run would cost more than the entries: no-op batches ran at 7 M/s with
- * reads per observation); else each run, so that the estimate follows.
+ * run would cost more than the entries); else each run, so that the
+ * estimate follows.
  */
 static bool load_claimed(struct eachobs__loader *ld, struct eachobs__slot *slot)
 {

@@ -102,8 +102,8 @@ void eachobs__loader_failure(struct eachobs__loader *ld, int *code,
 bool eachobs__fill(struct eachobs__loader *ld, struct eachobs__slot *slot,
 		   size_t u);
 /* Unbatched, untimed: load unit u into slot (the caller checked the limit
- * right before). A run of them is timed once (two clock reads cost 50 ns
- * here, more than a cheap getobs) and added to this thread's stats with
+ * right before). A run of them is timed once (two clock reads cost more
+ * than a cheap getobs) and added to this thread's stats with
  * eachobs__account(t0, t1, count). */
 void eachobs__fill_one(struct eachobs__loader *ld, struct eachobs__slot *slot,
 		       size_t u);
