@@ -264,13 +264,12 @@ static bool is_pool_thread(int tid)
 	return false;
 }
 
-static void create_pool(eachobs_pool **pool, unsigned nthreads)
+/* Note as the pool's the threads listed now that were not in before[0..nb). */
+static void note_pool_threads(const int *before, unsigned nb)
 {
-	int before[MAX_TIDS], after[MAX_TIDS];
-	unsigned nb = list_tids(before, MAX_TIDS);
-
-	cr_assert_eq(eachobs_pool_create(pool, nthreads), 0);
+	int after[MAX_TIDS];
 	unsigned na = list_tids(after, MAX_TIDS);
+
 	pool_threads.n = 0;
 	for (unsigned i = 0; i < na; i++) {
 		bool old = false;
@@ -279,6 +278,15 @@ static void create_pool(eachobs_pool **pool, unsigned nthreads)
 		if (!old)
 			pool_threads.tid[pool_threads.n++] = after[i];
 	}
+}
+
+static void create_pool(eachobs_pool **pool, unsigned nthreads)
+{
+	int before[MAX_TIDS];
+	unsigned nb = list_tids(before, MAX_TIDS);
+
+	cr_assert_eq(eachobs_pool_create(pool, nthreads), 0);
+	note_pool_threads(before, nb);
 	cr_assert_eq(pool_threads.n, nthreads);
 }
 
@@ -532,7 +540,7 @@ Test(placement, a_pool_above_worker_nice_lends_only_threads_that_reach_it)
 	cpu_set_t home;
 	struct pool_at a = { NULL, -1 };
 	pthread_t t;
-	int before[MAX_TIDS], after[MAX_TIDS];
+	int before[MAX_TIDS];
 
 	errno = 0;
 	int nice = getpriority(PRIO_PROCESS, (id_t)gettid());
@@ -545,15 +553,8 @@ Test(placement, a_pool_above_worker_nice_lends_only_threads_that_reach_it)
 	cr_assert_eq(pthread_create(&t, NULL, create_at_nice_10, &a), 0);
 	pthread_join(t, NULL);
 	cr_assert_eq(a.rc, 0);
-	unsigned na = list_tids(after, MAX_TIDS);
-	pool_threads.n = 0;
-	for (unsigned i = 0; i < na; i++) {
-		bool old = false;
-		for (unsigned j = 0; j < nb; j++)
-			old |= after[i] == before[j];
-		if (!old && pool_threads.n < MAX_TIDS)
-			pool_threads.tid[pool_threads.n++] = after[i];
-	}
+	/* The joined creator may still be listed: it runs no getobs. */
+	note_pool_threads(before, nb);
 	eachobs_options o = { .nthreads = 2, .executor = EACHOBS_BACKGROUND,
 			      .worker_nice = 5 };
 	run_on_pool(a.pool, &o, &home, 5, false);

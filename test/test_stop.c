@@ -193,6 +193,22 @@ Test(stop, ordered_yields_every_batch_before_a_failure)
 	}
 }
 
+/* How many threads loaded the first batch of it (d records them). */
+static unsigned first_batch_threads(eachobs_iter *it, const struct slowds *d,
+				    const char *what)
+{
+	struct thread_set ts;
+	eachobs_batch b;
+
+	cr_assert_eq(eachobs_next_batch(it, &b), 1, "%s: first batch", what);
+	thread_set_init(&ts);
+	for (size_t j = 0; j < b.count; j++)
+		thread_set_add(&ts, d->thread_of[b.idx[j]]);
+	unsigned n = ts.n;
+	thread_set_fini(&ts);
+	return n;
+}
+
 /*
  * With a slow getobs the first batch is filled by the threads together:
  * its observations were loaded by most of them, where each thread filling
@@ -202,7 +218,6 @@ static void first_batch_together(const struct point *p, eachobs_pool *pool)
 {
 	struct slowds d = { .n = 32 * 16, .sleep_us = 5000,
 			    .fail_idx = FAIL_NONE };
-	struct thread_set ts;
 	char what[96];
 
 	if (p->ex == EACHOBS_SERIAL || p->batchsize == 0)
@@ -211,13 +226,7 @@ static void first_batch_together(const struct point *p, eachobs_pool *pool)
 	d.thread_of = calloc(d.n, sizeof(*d.thread_of));
 	cr_assert_not_null(d.thread_of);
 	eachobs_iter *it = start(&d, p, pool);
-	eachobs_batch b;
-	cr_assert_eq(eachobs_next_batch(it, &b), 1);
-	thread_set_init(&ts);
-	for (size_t j = 0; j < b.count; j++)
-		thread_set_add(&ts, d.thread_of[b.idx[j]]);
-	unsigned n = ts.n;
-	thread_set_fini(&ts);
+	unsigned n = first_batch_threads(it, &d, what);
 	eachobs_close(it);
 	free(d.thread_of);
 	cr_assert_geq(n, 3, "%s: the first batch was loaded by %u threads of 4",
@@ -254,7 +263,6 @@ static void slow_after_cheap(const struct point *p, eachobs_pool *pool)
 	struct slowds cheap = { .n = 64 * 64, .fail_idx = FAIL_NONE };
 	struct slowds slow = { .n = 8 * 64, .sleep_us = 5000,
 			       .fail_idx = FAIL_NONE };
-	struct thread_set ts;
 	char what[96];
 
 	point_name(p, what, sizeof(what));
@@ -269,13 +277,7 @@ static void slow_after_cheap(const struct point *p, eachobs_pool *pool)
 			eachobs_close(it);
 			continue;
 		}
-		eachobs_batch b;
-		cr_assert_eq(eachobs_next_batch(it, &b), 1, "%s", what);
-		thread_set_init(&ts);
-		for (size_t j = 0; j < b.count; j++)
-			thread_set_add(&ts, slow.thread_of[b.idx[j]]);
-		unsigned n = ts.n;
-		thread_set_fini(&ts);
+		unsigned n = first_batch_threads(it, &slow, what);
 		eachobs_close(it);
 		free(slow.thread_of);
 		cr_assert_geq(n, 3, "%s: after a cheap iteration at the same "
