@@ -137,7 +137,8 @@ int main(int argc, char **argv)
 	struct corpus c = { .n = 10000, .seed = 2024 };
 	eachobs_pool *pool;
 	long first = 0;
-	struct sigaction sa = { .sa_handler = on_sigint };
+	struct sigaction sa = { .sa_handler = on_sigint,
+				.sa_flags = SA_RESTART };
 
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);

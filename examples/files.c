@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_BYTES 4096 /* the largest file: obs_size */
+#define MAX_BYTES 4096 /* obs_size: a larger file fails with -EFBIG */
 
 struct folder {
 	char dir[256];
@@ -34,9 +34,25 @@ static void *thread_buffer(void)
 {
 	void *buf = pthread_getspecific(buffer_key);
 
-	if (!buf && (buf = malloc(MAX_BYTES)))
+	if (!buf && (buf = malloc(MAX_BYTES + 1)))
 		pthread_setspecific(buffer_key, buf);
 	return buf;
+}
+
+/* Read fd into buf until it ends or len bytes are in; -1 on an error. */
+static ssize_t read_up_to(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t r = read(fd, buf + got, len - got);
+		if (r == 0)
+			break;
+		if (r < 0 && errno != EINTR) /* a signal: read on */
+			return -1;
+		got += r > 0 ? (size_t)r : 0;
+	}
+	return (ssize_t)got;
 }
 
 static size_t folder_numobs(void *ctx)
@@ -56,11 +72,14 @@ static int folder_getobs(void *ctx, size_t idx, void *obs)
 	int fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return -errno;
-	ssize_t len = read(fd, buf, MAX_BYTES);
+	/* A byte more than the slot holds tells a file that does not fit. */
+	ssize_t len = read_up_to(fd, buf, MAX_BYTES + 1);
 	int err = errno;
 	close(fd);
 	if (len < 0)
 		return -err;
+	if (len > MAX_BYTES)
+		return -EFBIG; /* never cut short in silence */
 	memcpy(obs, buf, (size_t)len); /* a real loader decodes here */
 	return eachobs_set_length((size_t)len);
 }
@@ -94,7 +113,7 @@ static int make_samples(char *dir)
 		FILE *fp = fopen(path, "w");
 		if (!fp)
 			return -1;
-		for (int k = 0; k < 1 + (i * 37) % 200; k++)
+		for (int k = 0; k < 1 + (i * 37) % 160; k++) /* < 4 KB */
 			fprintf(fp, "line %d of sample %d\n", k, i);
 		fclose(fp);
 	}
@@ -112,7 +131,8 @@ int main(int argc, char **argv)
 		fprintf(help ? stdout : stderr, "usage: %s [DIR]\n", argv[0]);
 		if (help)
 			puts("Reads every file of DIR (or of 500 samples it makes)"
-			     " into batches, 3 shuffled epochs.");
+			     " into batches, 3 shuffled epochs;\na file over "
+			     "4096 bytes fails, named.");
 		return help ? 0 : 2;
 	}
 	const char *dir = argc == 2 ? argv[1] : sample;
@@ -139,8 +159,8 @@ int main(int argc, char **argv)
 				files++;
 			}
 		}
-		if (rc < 0)
-			fprintf(stderr, "%s: %s\n", f.names[*b.idx],
+		if (rc < 0) /* b.idx: the file that failed */
+			fprintf(stderr, "%s/%s: %s\n", f.dir, f.names[*b.idx],
 				eachobs_strerror(rc));
 		eachobs_close(it);
 		printf("epoch %llu: %zu files, %zu bytes\n", epoch, files, bytes);

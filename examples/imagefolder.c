@@ -222,7 +222,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("%zu images in %d classes\n", folder.n, folder.nclasses);
-	struct sigaction sa = { .sa_handler = on_sigint };
+	struct sigaction sa = { .sa_handler = on_sigint,
+				.sa_flags = SA_RESTART };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 

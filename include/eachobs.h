@@ -18,8 +18,7 @@
  * observations. A unit (an observation, or a batch when batchsize > 0) has
  * a buffer of obs_size (times batchsize) bytes rounded up to a multiple of
  * 64 (at least 64; with fields, each field's array is rounded up), and an
- * index, a length and a status word per
- * observation. There are U = buffersize + workers + max(1, hold) units,
+ * index, a length and a status word per observation. There are U = buffersize + workers + max(1, hold) units,
  * workers being the threads started (eachobs_stats.nworkers): nthreads, or
  * fewer when there are fewer tasks. At most buffersize loaded units wait
  * for the consumer. Under EACHOBS_SERIAL, and when there is nothing to
@@ -36,15 +35,10 @@
  * block asynchronous signals (all but SIGSEGV, SIGBUS, SIGFPE, SIGILL,
  * SIGTRAP, SIGABRT, SIGSYS and SIGPROF): handlers run on the program's own.
  *
- * Waiting: a worker that finds the buffer full, and a consumer that finds
- * it empty, spin a few microseconds, then sleep on a futex. The consumer is
- * woken by the first ready observation; workers blocked on a full buffer
- * when half of it is free (with fewer than two buffer slots per worker, one
- * per freed slot).
- *
  * Errors: 0 (1: an item) or a negative errno value, never through errno;
- * codes from getobs() pass through unchanged. eachobs_strerror() names
- * every code; eachobs_last_error() says what the last failure found wrong.
+ * codes from getobs() pass through unchanged but -EINTR (eachobs_next).
+ * eachobs_strerror() names every code; eachobs_last_error() says what the
+ * last failure found wrong.
  *
  * Versions and compatibility: EACHOBS_VERSION_HEX is the header a program
  * was built with, eachobs_version() the library it runs with,
@@ -94,14 +88,13 @@ typedef struct eachobs_dataset {
 	size_t (*numobs)(void *ctx);
 	/** Write observation idx into obs: obs_size bytes the library owns,
 	 *  64-byte aligned and never NULL (in a batch, obs_size bytes after the
-	 *  previous one, only as aligned as that allows; with
-	 *  eachobs_options.fields, obs is field 0, fields[0] bytes, and
-	 *  eachobs_field() gives the others). Required. Called once
-	 *  per position of the iteration order (each idx in [0, n), or once
-	 *  per visit of a sampler), fewer after close or an error, concurrently
+	 *  previous one, only as aligned as that allows; with fields, obs is
+	 *  field 0, eachobs_field() the others). Required. Called once per
+	 *  position of the iteration order (each idx in [0, n), or once per
+	 *  visit of a sampler), fewer after close or an error, concurrently
 	 *  for distinct indices: it must be thread-safe for them. Returns 0 or
 	 *  a negative code (see eachobs_on_error); a positive value breaks this
-	 *  contract and is reported as -ERANGE. */
+	 *  contract and is reported as -ERANGE, -EINTR as -ERESTART. */
 	int (*getobs)(void *ctx, size_t idx, void *obs);
 	/** Bytes of one observation slot; 0 is allowed (index-only data). */
 	size_t obs_size;
@@ -153,14 +146,12 @@ typedef struct eachobs_options {
 	/** Worker threads, at most EACHOBS_MAX_THREADS (fewer start when there
 	 *  are fewer tasks). 0: with a pool, its size; else the CPUs this
 	 *  process may use, counted at every start: the caller's CPU affinity,
-	 *  capped by a cgroup v2 CPU quota rounded up (one read less than a
-	 *  second before may be reused), at least 1. */
+	 *  capped by a cgroup v2 CPU quota rounded up, at least 1. */
 	unsigned nthreads;
 	/** Observations per task (rounded up to whole batches), the unit in
-	 *  which work is split and stolen: unordered, worker j starts with the
-	 *  j-th run of tasks; idle workers steal half of the busiest one's.
-	 *  0: ceil(n / (oversubscription * nthreads)). Ordered, a worker claims
-	 *  at most max(1, buffersize / (2 * nthreads)) positions at a time. */
+	 *  which work is split and stolen (unordered). 0: ceil(n /
+	 *  (oversubscription * nthreads)). Ordered, a worker claims at most
+	 *  max(1, buffersize / (2 * nthreads)) positions at a time. */
 	size_t basesize;
 	/** Tasks per thread when basesize is 0; 0: the default. */
 	unsigned oversubscription;
@@ -193,7 +184,8 @@ typedef struct eachobs_options {
 	 *  pool's CPUs). */
 	unsigned nworker_cpus;
 	/** 0: workers run at the caller's nice value (borrowed: the pool's);
-	 *  1..19: at this one, so the training thread wins a core both want. */
+	 *  1..19: at this one, so the training thread wins a core both want
+	 *  (below the caller's: only where the process may lower it). */
 	int worker_nice;
 	/** 0: observations, through eachobs_next(). 1 .. EACHOBS_MAX_BATCHSIZE:
 	 *  batches, through eachobs_next_batch(): batch k is positions
@@ -218,9 +210,8 @@ typedef struct eachobs_options {
 	 *  close, creating its own for the rest (iterators on a pool never wait
 	 *  for each other). A lent thread keeps the pool's stack size, serves
 	 *  one iterator at a time and takes on its worker_cpus and worker_nice
-	 *  (else the pool's) before its first getobs. Without CAP_SYS_NICE or
-	 *  RLIMIT_NICE, a thread that ran at nice N is lent only to iterators
-	 *  asking for N or more. */
+	 *  (else the pool's) before its first getobs; one that cannot reach
+	 *  them is not lent. */
 	eachobs_pool *pool;
 	/** The order one pass visits, of length L: 0 .. n-1, or
 	 *  indices[0 .. nindices), each below n, repeats allowed; not copied
@@ -258,44 +249,30 @@ typedef struct eachobs_options {
 	size_t resume_len;
 	/** NULL, or the allocator of the unit buffers (copied; since 0.2). */
 	const eachobs_allocator *allocator;
-	/** NULL, or the bytes of each of the nfields fields an observation is
-	 *  made of (since 0.3; copied), summing to obs_size. A unit then holds
-	 *  one 64-byte aligned array per field, batched or not: field k of
-	 *  entry j at eachobs_field_data(it, data, k) + j * fields[k], so a
-	 *  batch's labels lie in one array beside its pixels. getobs()'s obs
-	 *  is its field 0 (eachobs_field() gives each), and lengths count
-	 *  field 0's bytes; eachobs_dlpack_fields() makes a tensor of each. */
+	/** NULL, or the bytes of the nfields fields of an observation (since
+	 *  0.3; copied), summing to obs_size: a unit holds one 64-byte aligned
+	 *  array per field, entry j's field k at eachobs_field_data(it, data,
+	 *  k) + j * fields[k]. getobs()'s obs is field 0 (eachobs_field()
+	 *  gives each); lengths count field 0's bytes. */
 	const size_t *fields;
-	/** Entries in fields, at most EACHOBS_MAX_FIELDS; 0 with fields NULL:
-	 *  one field of obs_size bytes. */
+	/** Entries in fields, at most EACHOBS_MAX_FIELDS; 0: one field. */
 	size_t nfields;
 } eachobs_options;
 
-/** Upper bound on eachobs_options.nfields. */
-#define EACHOBS_MAX_FIELDS 64u
-
-/** CPU numbers in eachobs_options.worker_cpus must be below this. */
-#define EACHOBS_MAX_CPU 1024u
-
-/** Upper bound on eachobs_options.nthreads. */
-#define EACHOBS_MAX_THREADS 1024u
+#define EACHOBS_MAX_FIELDS 64u   /**< upper bound on nfields */
+#define EACHOBS_MAX_CPU 1024u    /**< worker_cpus entries are below this */
+#define EACHOBS_MAX_THREADS 1024u /**< upper bound on nthreads */
 /** Upper bound on hold and, except under EACHOBS_SERIAL, on
  *  buffersize + nthreads + max(1, hold) (see Memory). */
 #define EACHOBS_MAX_SLOTS (1u << 24)
-/** Default tasks per thread when basesize is derived. */
-#define EACHOBS_DEFAULT_OVERSUBSCRIPTION 8u
-/** Default buffersize: at least this many ... */
-#define EACHOBS_DEFAULT_BUFFER_MIN 16u
-/** ... and this many per worker thread ... */
-#define EACHOBS_DEFAULT_BUFFER_PER_THREAD 4u
-/** ... and, for small observations, as many as fit this many bytes ... */
-#define EACHOBS_DEFAULT_BUFFER_BYTES ((size_t)256 << 10)
-/** ... up to this many. */
-#define EACHOBS_DEFAULT_BUFFER_MAX 256u
-/** Default buffersize with batches: at least this many batches ... */
-#define EACHOBS_DEFAULT_BATCH_BUFFER_MIN 2u
-/** ... and this many per worker thread. */
-#define EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD 2u
+#define EACHOBS_DEFAULT_OVERSUBSCRIPTION 8u /**< tasks per thread, basesize 0 */
+/* Default buffersize (eachobs_options.buffersize): */
+#define EACHOBS_DEFAULT_BUFFER_MIN 16u          /**< at least this many, */
+#define EACHOBS_DEFAULT_BUFFER_PER_THREAD 4u    /**< this many a worker, */
+#define EACHOBS_DEFAULT_BUFFER_BYTES ((size_t)256 << 10) /**< what fits, */
+#define EACHOBS_DEFAULT_BUFFER_MAX 256u         /**< up to this many; */
+#define EACHOBS_DEFAULT_BATCH_BUFFER_MIN 2u     /**< batched: at least, */
+#define EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD 2u /**< and a worker. */
 /** Upper bound on eachobs_options.batchsize. */
 #define EACHOBS_MAX_BATCHSIZE ((size_t)1 << 31)
 
@@ -305,7 +282,7 @@ typedef struct eachobs_options {
 /** A getobs() failure that was skipped. */
 typedef struct eachobs_failure {
 	size_t idx; /**< the observation's index */
-	int code;   /**< what its getobs() returned (-ERANGE if positive) */
+	int code;   /**< its getobs() code (as eachobs_next() reports it) */
 } eachobs_failure;
 
 /** Default worker stack size (see eachobs_options.stack_size). */
@@ -317,8 +294,9 @@ typedef struct eachobs_iter eachobs_iter;
 /** Create in *pool (NULL on failure) nthreads (1 .. EACHOBS_MAX_THREADS)
  *  persistent workers, asleep until an iterator borrows them, on the
  *  calling thread's CPUs and nice value. Returns 0; -EINVAL when pool is
- *  NULL or nthreads out of range; -ENOMEM; -EAGAIN when a thread cannot be
- *  created (nothing is left running or allocated on failure).
+ *  NULL or nthreads out of range; -ENOMEM (a thread's attributes
+ *  included); -EAGAIN when a thread cannot be created (nothing is left
+ *  running or allocated on failure).
  *  Thread: any; blocks only to create threads. */
 EACHOBS_API int eachobs_pool_create(eachobs_pool **pool, unsigned nthreads);
 
@@ -352,9 +330,12 @@ EACHOBS_API void eachobs_pool_destroy(eachobs_pool *pool);
  *      size_t;
  *    -E2BIG when opts_size exceeds this library's eachobs_options and a
  *      byte past its end is not zero (an option it does not have);
- *    -ENOMEM when an allocation fails, the allocator's included;
+ *    -ENOMEM when an allocation fails, the allocator's and a thread's
+ *      attributes' included;
  *    -EAGAIN when a thread cannot be created (resource limits, a
- *      stack_size the system refuses), or no CPU of worker_cpus is usable.
+ *      stack_size the system refuses), or no CPU of worker_cpus is usable;
+ *    -EACCES when worker_nice is below the calling thread's nice value
+ *      and this process may not lower one (CAP_SYS_NICE, RLIMIT_NICE).
  *  On failure no getobs() has run (numobs() may have, except for -E2BIG
  *  and the opts_size -EINVAL), the threads started have been joined and
  *  nothing is left allocated.
@@ -372,7 +353,7 @@ EACHOBS_API int eachobs_parallel(eachobs_iter **it, const eachobs_dataset *data,
 #else
 /** Start loading data: eachobs_parallel_sized() with this header's
  *  sizeof(eachobs_options), inline so that the program carries its size.
- *  Returns as that does: 0, -EINVAL, -E2BIG, -ENOMEM or -EAGAIN.
+ *  Returns as that does: 0, -EINVAL, -E2BIG, -ENOMEM, -EAGAIN, -EACCES.
  *  Thread: any; blocks only to create threads. */
 static inline int eachobs_parallel(eachobs_iter **it,
 				   const eachobs_dataset *data,
@@ -394,7 +375,9 @@ static inline int eachobs_parallel(eachobs_iter **it,
  *    c < 0: a getobs() code (-ERANGE for a positive value) under
  *      EACHOBS_ON_ERROR_STOP, ordered once every earlier position was
  *      yielded; sticky: every later call returns it, with the same *idx;
- *    -EINTR after eachobs_interrupt(); not sticky: call again to go on;
+ *    -EINTR after eachobs_interrupt(), only; not sticky: call again to go
+ *      on (a getobs() returning -EINTR, a system call a signal cut short,
+ *      gives -ERESTART, sticky: retry inside getobs(), or use SA_RESTART);
  *    -ENOBUFS when hold items are held; not sticky: release one (from a
  *      getobs(), -ENOBUFS is sticky like any code);
  *    -EINVAL when it is NULL or batched.
@@ -405,16 +388,15 @@ EACHOBS_API int eachobs_next(eachobs_iter *it, const void **obs, size_t *idx);
 /** A batch of observations (eachobs_options.batchsize > 0). */
 typedef struct eachobs_batch {
 	/** count observations, obs_size bytes apart, 64-byte aligned (with
-	 *  fields: field 0's array, fields[0] bytes apart, and
-	 *  eachobs_field_data() finds the others); valid as eachobs_next()'s
-	 *  are (see hold). */
+	 *  fields: field 0's array; eachobs_field_data() finds the others);
+	 *  valid as eachobs_next()'s are (see hold). */
 	void *data;
 	/** Their dataset indices, in batch order. */
 	const size_t *idx;
 	/** batchsize, or fewer (a last batch, or skipped observations). */
 	size_t count;
-	/** Bytes getobs() wrote for each (eachobs_set_length(), else obs_size);
-	 *  the rest of each place is stale, not zeros. */
+	/** Bytes getobs() wrote for each (eachobs_set_length()); the rest of
+	 *  each place is stale, not zeros. */
 	const size_t *lengths;
 } eachobs_batch;
 
@@ -468,26 +450,24 @@ EACHOBS_API int eachobs_checkpoint(eachobs_iter *it, void *buf, size_t *len);
  *  Thread: the consumer; never blocks; O(hold). */
 EACHOBS_API int eachobs_release(eachobs_iter *it, const void *data);
 
-/** Inside getobs(): where field k (eachobs_options.fields; without them,
- *  field 0 is obs) of this observation goes: fields[k] bytes, NULL when k
- *  is not a field or not inside a getobs() that eachobs runs. Field 0 is
- *  getobs()'s obs. Thread: the one running getobs(). */
+/** Inside getobs(): where field k of this observation goes (fields[k]
+ *  bytes; field 0 is obs), or NULL when k is not a field (without
+ *  eachobs_options.fields, only 0 is) or outside a getobs() eachobs runs.
+ *  Thread: the one running getobs(). */
 EACHOBS_API void *eachobs_field(size_t k);
 
-/** The start of field k's array (eachobs_options.fields) in data, an item
- *  of it still valid (an observation, or a batch's data; field 0 is data
- *  itself); entry j's field k lies j * fields[k] bytes further. NULL when
- *  it or data is NULL or k is not a field. Thread: any; O(1). */
+/** Field k's array in data, a valid item of it (an observation, or a
+ *  batch's data, which is field 0); entry j's lies j * fields[k] bytes in.
+ *  NULL when it or data is NULL or k is not a field. Thread: any; O(1). */
 EACHOBS_API void *eachobs_field_data(const eachobs_iter *it, const void *data,
 				     size_t k);
 
-/** Inside getobs(): this observation uses nbytes (at most obs_size; with
- *  fields, of field 0 and at most its size) of its slot, as
- *  eachobs_batch.lengths and eachobs_obs_length() report; without a call,
- *  obs_size (with fields, fields[0]); the last call wins. Bytes past it
- *  are stale: padding is getobs()'s to write. Returns 0; -EINVAL when
- *  nbytes exceeds that bound or not inside a getobs() that eachobs runs.
- *  Thread: the one running getobs(). */
+/** Inside getobs(): this observation uses nbytes of its slot (with
+ *  fields, of field 0), at most obs_size (fields[0]), as lengths and
+ *  eachobs_obs_length() report; without a call, all; the last call wins.
+ *  Bytes past it are stale: padding is getobs()'s to write. Returns 0;
+ *  -EINVAL when nbytes exceeds the bound or outside a getobs() eachobs
+ *  runs. Thread: the one running getobs(). */
 EACHOBS_API int eachobs_set_length(size_t nbytes);
 
 /** Set *len to the length (eachobs_set_length()) of obs, an observation

@@ -32,7 +32,9 @@
  * on whichever thread loads: it keeps the std::exception_ptr with the
  * index it was thrown for (under a mutex, taken only when a getobs fails)
  * and returns eachobs::exception_code (-ECANCELED, which the library
- * itself never returns) as that getobs's failure. The library then does
+ * itself never returns) as that getobs's failure. An int-returning get()
+ * may return -ECANCELED too: what was kept tells the two apart (it threw
+ * only where getobs_error::original() or failure::threw says so). The library then does
  * what on_error says: STOP ends the iteration, SKIP leaves the
  * observation out. Under STOP, the consumer's next() (or the range-for's
  * increment) then throws, on the consumer's thread:
@@ -78,7 +80,9 @@ namespace eachobs {
 
 /// What the getobs trampoline returns to the library when get() threw:
 /// -ECANCELED, a code the library never returns of its own. Seen in
-/// failures() and in getobs_error::code() for exceptions.
+/// failures() and in getobs_error::code() for exceptions; a get() that
+/// returns -ECANCELED itself is told apart by failure::threw and
+/// getobs_error::original().
 inline constexpr int exception_code = -ECANCELED;
 
 /// A C call of eachobs returned code() < 0; what() is
@@ -342,6 +346,10 @@ struct failure {
 	size_t index;                 ///< its dataset index
 	int code;                     ///< the code; exception_code if it threw
 	std::exception_ptr exception; ///< what it threw, when it did and was kept
+	/// Whether get() threw (and that was kept; under SKIP, the first
+	/// failure_log::max_skip_kept); false for a code it returned, also
+	/// when that code is exception_code.
+	bool threw = false;
 };
 
 namespace detail {
@@ -349,7 +357,8 @@ namespace detail {
 // What the trampoline keeps of failing getobs calls, for the consumer. The
 // mutex is taken only on a failure. Under STOP every failure is kept (at
 // most about one per loader thread: STOP is checked before each getobs);
-// under SKIP only exceptions, the first max_skip_kept.
+// under SKIP only those with exception_code (an exception, or that code
+// returned: the record tells which), the first max_skip_kept.
 struct failure_log {
 	static constexpr size_t max_skip_kept = 4 * EACHOBS_FAILURES_KEPT;
 
@@ -357,14 +366,17 @@ struct failure_log {
 	std::vector<failure> kept;
 	bool skip = false;
 
-	// On the loading thread, inside the trampoline: never throws.
+	// On the loading thread, inside the trampoline: never throws. e is
+	// what get() threw, or null when it returned code.
 	void note(size_t idx, int code, std::exception_ptr e) noexcept
 	{
 		try {
 			std::lock_guard<std::mutex> g(lock);
-			if (skip && (!e || kept.size() >= max_skip_kept))
+			if (skip && (code != exception_code ||
+				     kept.size() >= max_skip_kept))
 				return;
-			kept.push_back(failure{ idx, code, std::move(e) });
+			bool threw = e != nullptr;
+			kept.push_back(failure{ idx, code, std::move(e), threw });
 		} catch (...) {
 			// Out of memory: the consumer still gets a
 			// getobs_error, without the nested exception.
@@ -781,13 +793,15 @@ private:
 			throw error(rc);
 		}
 		failure f{ 0, rc, nullptr };
-		st_->log.find(*idx, rc, &f);
+		bool kept = st_->log.find(*idx, rc, &f);
 		std::string what = "eachobs: getobs ";
-		what += rc == exception_code ? "threw" : "failed";
+		what += f.threw ? "threw" : "failed";
 		what += " at index " + std::to_string(*idx) + ": ";
 		if (!f.exception) {
-			what += rc == exception_code
-				? "(the exception could not be kept)"
+			// Unkept only when memory ran out as it failed.
+			what += !kept && rc == exception_code
+				? "it threw, or returned exception_code "
+				  "(which was not kept)"
 				: eachobs_strerror(rc);
 			throw getobs_error(rc, *idx, nullptr, what);
 		}

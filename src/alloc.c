@@ -71,12 +71,12 @@ void *eachobs__alloc_aligned(size_t size)
 	 * two multiple of sizeof(void *). */
 	if (posix_memalign(&p, align, size ? size : 1) != 0)
 		return NULL;
-	/* Slots are touched for the first time by getobs, one 4 KiB page
-	 * fault at a time: batches of 64 images (38 MB each, 7 of them) cost
-	 * 66,000 faults per iterator, which made in-place batches run at
-	 * 0.7 GB/s here. With transparent huge pages in madvise mode (the
-	 * Debian default) this asks for 2 MiB pages: 512 times fewer
-	 * faults. Advice only: where it fails nothing changes. */
+	/* Slots are touched for the first time by getobs, one page fault
+	 * per 4 KiB, which held in-place batches of images far below memory
+	 * speed (docs/design.md, Measurements). With transparent huge pages
+	 * in madvise mode (the Debian default) this asks for 2 MiB pages:
+	 * 512 times fewer faults. Advice only: where it fails nothing
+	 * changes. */
 	if (align == HUGE_PAGE)
 		madvise(p, size, MADV_HUGEPAGE);
 	return count(p);
@@ -122,8 +122,12 @@ int eachobs__thread_create(pthread_t *t, size_t stack_size,
 	if (rc != 0)
 		return rc;
 	rc = pthread_attr_setstacksize(&attr, stack_size);
+	/* glibc allocates the signal mask (and the CPU set) of the
+	 * attributes: an allocation fault here stands for that one, which
+	 * fails with ENOMEM. */
 	if (rc == 0)
-		rc = block_async_signals(&attr);
+		rc = fault_fires(&alloc_fault) ? ENOMEM
+					       : block_async_signals(&attr);
 	if (rc == 0 && cpus)
 		rc = pthread_attr_setaffinity_np(&attr, sizeof(*cpus), cpus);
 	if (rc == 0)

@@ -25,12 +25,14 @@
 
 /* ---- error.c (also error.h) ------------------------------------------ */
 
-/* Thread j (0-based) of n could not be created: pthread_create's err
- * (positive), the stack size and the affinity it was given (or NULL);
- * who names the thread ("worker", "eachobs_pool_create:"). */
-int eachobs__fail_thread(int code, int err, const char *who, unsigned j,
-			 unsigned n, size_t stack_size, const cpu_set_t *cpus)
-	__attribute__((cold));
+/* Thread j (0-based) of n could not be created: eachobs__thread_create's
+ * err (positive), the stack size and the affinity it was given (or NULL).
+ * fn is the public function that failed, or NULL for an option's message;
+ * what names the thread ("worker thread", "thread"). Returns -ENOMEM for
+ * ENOMEM (the thread's attributes could not be allocated), else -EAGAIN. */
+int eachobs__fail_thread(int err, const char *fn, const char *what,
+			 unsigned j, unsigned n, size_t stack_size,
+			 const cpu_set_t *cpus) __attribute__((cold));
 
 /* ---- event.c -------------------------------------------------------- */
 
@@ -57,10 +59,10 @@ void eachobs__event_wait_single(struct eachobs__event *ev,
 void eachobs__event_notify_single(struct eachobs__event *ev,
 				  eachobs__cond_fn cond, const void *arg);
 
-/* Spins before sleeping (a pause is ~25 ns here): a few microseconds for
- * the consumer, which is on the critical path, less for loaders, which are
- * many and share the cores with the consumer. Longer spins measured no
- * better on 2 cores (TimeDataset, P = 16, 10 us and 100 us). */
+/* Spins before sleeping: a few microseconds for the consumer, which is on
+ * the critical path, less for loaders, which are many and share the cores
+ * with the consumer. Longer spins measured no better (docs/design.md,
+ * Measurements). */
 enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
 
 void eachobs__event_init(struct eachobs__event *ev);
@@ -132,7 +134,8 @@ void *eachobs__calloc(size_t nmemb, size_t size);
 void *eachobs__alloc_aligned(size_t size);
 void eachobs__free(void *p);
 /* pthread_create with that stack size and, unless cpus is NULL, that CPU
- * affinity; returns 0 or a positive errno like pthread_create. */
+ * affinity, with asynchronous signals blocked; returns 0 or a positive
+ * errno like pthread_create (ENOMEM: the attributes' own allocation). */
 int eachobs__thread_create(pthread_t *t, size_t stack_size,
 			   const cpu_set_t *cpus, void *(*fn)(void *),
 			   void *arg);

@@ -16,11 +16,10 @@
  *     to the root may hold one; the smallest counts.
  *
  * The affinity is read at every call, on the thread that calls
- * eachobs_parallel (one system call, 0.2-0.3 us here), so a program that
- * changes it gets the new count at its next iterator. The quota costs
- * more: /proc/self/cgroup (about 9 us here) and one cpu.max per level of
- * the cgroup path (4-5 us each), 20-30 us for a systemd session's three
- * levels, against 50 us for starting an iterator's two threads. So it is
+ * eachobs_parallel (one system call), so a program that changes it gets
+ * the new count at its next iterator. The quota costs more:
+ * /proc/self/cgroup and one cpu.max per level of the cgroup path, a
+ * sizeable part of starting an iterator (docs/design.md, Start). So it is
  * cached for the whole process and read again when the cached value is
  * more than a second old: a limit changed at run time (docker update,
  * a Kubernetes resize) counts from the next iterator a second later, and

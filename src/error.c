@@ -77,13 +77,20 @@ int eachobs__fail_getobs(int code, const char *fn, size_t idx)
 {
 	const char *desc = code > -4096 ? errno_text(-code) : NULL;
 
-	/* A getobs returning a positive value is reported as -ERANGE too:
-	 * which of the two it was is not kept. */
+	/* A getobs returning a positive value is reported as -ERANGE too,
+	 * and -EINTR as -ERESTART: which of the two it was is not kept. */
 	if (code == -ERANGE)
 		return eachobs__fail(code,
 				     "%s: getobs(%zu) returned a positive value "
 				     "or -ERANGE (it must return 0 or a "
 				     "negative code)",
+				     fn, idx);
+	if (code == -ERESTART)
+		return eachobs__fail(code,
+				     "%s: getobs(%zu) returned -EINTR or "
+				     "-ERESTART: a signal cut a system call "
+				     "short (retry it inside getobs, or install "
+				     "the handler with SA_RESTART)",
 				     fn, idx);
 	if (desc)
 		return eachobs__fail(code, "%s: getobs(%zu) failed: %s (%d)",
@@ -110,12 +117,23 @@ static int cpu_list(char *out, size_t len, const cpu_set_t *set)
 	return count;
 }
 
-int eachobs__fail_thread(int code, int err, const char *who, unsigned j,
-			 unsigned n, size_t stack_size, const cpu_set_t *cpus)
+int eachobs__fail_thread(int err, const char *fn, const char *what,
+			 unsigned j, unsigned n, size_t stack_size,
+			 const cpu_set_t *cpus)
 {
 	const char *desc = errno_text(err);
+	const char *sep = fn ? ": " : "";
 	char list[96];
 
+	if (!fn)
+		fn = "";
+	/* The attributes hold the signal mask and the CPUs, which glibc
+	 * allocates: that is the one allocation of a thread's creation. */
+	if (err == ENOMEM)
+		return eachobs__fail(-ENOMEM,
+				     "%s%sout of memory for the attributes of "
+				     "%s %u of %u (its signal mask and CPUs)",
+				     fn, sep, what, j + 1, n);
 	if (!desc)
 		desc = "unknown error";
 	/* pthread_create sets the affinity of the new thread: it fails with
@@ -124,20 +142,20 @@ int eachobs__fail_thread(int code, int err, const char *who, unsigned j,
 	if (cpus && err == EINVAL) {
 		int count = cpu_list(list, sizeof(list), cpus);
 		if (count == 1) /* then every entry of worker_cpus is it */
-			return eachobs__fail(code,
+			return eachobs__fail(-EAGAIN,
 					     "worker_cpus[0] = %s: CPU %s "
 					     "cannot be used (pthread_create: "
 					     "%s)",
 					     list, list, desc);
-		return eachobs__fail(code,
+		return eachobs__fail(-EAGAIN,
 				     "worker_cpus: none of CPUs %s can be used "
 				     "(pthread_create: %s)",
 				     list, desc);
 	}
-	return eachobs__fail(code,
-			     "%s thread %u of %u could not be created "
+	return eachobs__fail(-EAGAIN,
+			     "%s%s%s %u of %u could not be created "
 			     "(stack_size %zu): %s",
-			     who, j + 1, n, stack_size, desc);
+			     fn, sep, what, j + 1, n, stack_size, desc);
 }
 
 const char *eachobs_strerror(int code)
@@ -155,14 +173,18 @@ const char *eachobs_strerror(int code)
 		return "an option this library does not know was set (the "
 		       "program was built against a newer eachobs.h)";
 	case -ENOMEM:
-		return "out of memory while allocating the iterator or its "
-		       "slots";
+		return "out of memory while allocating the iterator, its "
+		       "slots, a pool, or a thread's attributes";
 	case -EAGAIN:
 		return "could not start the worker threads (a resource limit, "
 		       "or worker_cpus the system refuses)";
 	case -ERANGE:
 		return "getobs returned a positive value; it must return 0 or "
 		       "a negative code";
+	case -ERESTART:
+		return "getobs returned -EINTR: a signal cut a system call "
+		       "short (retry it inside getobs, or install the handler "
+		       "with SA_RESTART)";
 	case -EIO:
 		return "input/output error (returned by getobs)";
 	case -ENOENT:

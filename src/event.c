@@ -101,8 +101,8 @@ void eachobs__event_notify(struct eachobs__event *ev, int nwake)
  * notifier that finds it set clears it while bumping the epoch, so the ones
  * that follow before the sleeper is back make no system call. With the
  * counting protocol above, every slot that arrived between the wake and the
- * sleeper's return paid a futex wake (6695 wakes for 1190 sleeps in one
- * TimeDataset run).
+ * sleeper's return paid a futex wake: several per sleep (docs/design.md,
+ * Waiting and waking).
  */
 void eachobs__event_wait_single(struct eachobs__event *ev,
 				eachobs__cond_fn cond, const void *arg,

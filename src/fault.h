@@ -10,7 +10,8 @@
 #define EACHOBS_FAULT_H
 
 /* Make the (k+1)-th library allocation from now on, on this thread, fail
- * (k = 0: the next one). k < 0 disarms. */
+ * (k = 0: the next one). k < 0 disarms. The allocation glibc makes for
+ * the attributes of each thread the library creates counts as one. */
 void eachobs__fault_alloc_after(long k);
 /* The same for thread creation: the (k+1)-th pthread_create fails with
  * EAGAIN. k < 0 disarms. */

@@ -29,7 +29,7 @@
  * CPUs; these fences do (on x86 they cost nothing). ck's atomics are also
  * inline assembly that TSan cannot see, so the hand-off is annotated.
  */
-static void send(void *item)
+static void hand_over(void *item)
 {
 	atomic_thread_fence(memory_order_release);
 #ifdef EACHOBS_TSAN
@@ -39,7 +39,7 @@ static void send(void *item)
 #endif
 }
 
-static void *recv(void *item)
+static void *take_over(void *item)
 {
 	atomic_thread_fence(memory_order_acquire);
 #ifdef EACHOBS_TSAN
@@ -131,7 +131,7 @@ void *eachobs__handoff_try_get_free(struct eachobs__handoff *h)
 
 	if (!ck_ring_dequeue_spmc(&h->free, h->free_buf, &item))
 		return NULL;
-	return recv(item);
+	return take_over(item);
 }
 
 static bool free_or_closed(const void *arg)
@@ -154,7 +154,7 @@ void *eachobs__handoff_get_free(struct eachobs__handoff *h)
 
 void eachobs__handoff_put_free(struct eachobs__handoff *h, void *item)
 {
-	send(item);
+	hand_over(item);
 	/* Cannot fail: the ring holds more entries than there are items. */
 	ck_ring_enqueue_spmc(&h->free, h->free_buf, item);
 	eachobs__event_notify(&h->ev_free, 1);
@@ -234,7 +234,7 @@ void eachobs__handoff_publish(struct eachobs__handoff *h, void *const *items,
 	if (k == 0)
 		return;
 	for (size_t i = 0; i < k; i++)
-		send(items[i]);
+		hand_over(items[i]);
 	pthread_mutex_lock(&h->producer_lock);
 	/* Cannot fail: credits keep the ring below its capacity. */
 	for (size_t i = 0; i < k; i++)
@@ -261,7 +261,7 @@ void *eachobs__handoff_get_ready(struct eachobs__handoff *h)
 
 	if (!ck_ring_dequeue_spsc(&h->ready, h->ready_buf, &item))
 		return NULL;
-	recv(item);
+	take_over(item);
 	/* What waited, counting the item just taken (stats only). */
 	size_t waiting = ck_ring_size(&h->ready) + 1;
 	if (waiting > h->max_waiting)

@@ -7,11 +7,10 @@
  *   ready: loaded items. Loaders put them (under a mutex), the consumer
  *          alone takes them.
  *
- * Credits bound what waits in `ready` to exactly `buffersize` (a ck_ring's
- * capacity is a power of two minus one): a loader takes a credit before it
- * puts an item, the consumer gives it back when it takes one. With
- * buffersize + loaders + 1 items, a loader holding a credit always finds a
- * free item (each other loader holds at most one, the consumer one).
+ * Invariant (credits): a loader takes a credit before it puts an item and
+ * the consumer gives it back when it takes one, so at most `buffersize`
+ * items wait in `ready`, and with buffersize + loaders + 1 items a loader
+ * holding a credit always finds a free one (docs/design.md says why).
  *
  * Nothing blocks in ck_ring, so waiting is done with event counts: the
  * consumer sleeps until an item arrives; loaders without credit sleep

@@ -10,7 +10,7 @@
  * would block the reorder window: unit i + W goes into the slot of unit i,
  * and a consumer keeping an old item would stall the window for good. So
  * with hold = K the consumer swaps the loaded buffer for one of K spare
- * buffers as it yields (three pointers, no copy) and lets go of the slot at
+ * buffers as it yields (four pointers, no copy) and lets go of the slot at
  * once; eachobs_release returns the buffer to the spares. The window is then
  * buffersize + workers slots, and the memory buffersize + workers + K units
  * either way.

@@ -1,34 +1,9 @@
 /*
  * Internal declarations shared by the library's source files.
  *
- * Map of the sources (each mechanism's struct and functions are declared
- * in the header named after it; this file holds the iterator and its modes):
- *   event.c  sleeping and waking: an event count over a futex
- *   alloc.c  allocation and thread creation, with test-only fault injection
- *   arena.c  the memory items live in: the user's allocator, references
- *   cpus.c   what nthreads = 0 means: the CPUs this process may use
- *   deque.c  unordered work sharing: per-worker ranges, stealing
- *   lender.c an eachobs_pool's persistent threads, lent to run opaque
- *            work (lender.h); it knows nothing of iterators
- *   workers.c an iterator's worker threads: created or lent, the start gate,
- *            each running one job (workers.h)
- *   handoff.c unordered hand-off: items through two ck_rings, credits
- *   serial.c the SERIAL mode: the consumer loads each unit itself
- *   unordered.c the unordered mode: deques, load, hand-off
- *   window.c ordered hand-off: a reorder window of turns
- *   ordered.c the ordered mode: window, load
- *   sampler.c which dataset index each position visits (shuffle, shards)
- *   resume.c  checkpoint and resume: yielded units as spans, the record
- *   layout.c where each field of a unit's observations lies (layout.h)
- *   load.c   running getobs: one observation, or a batch several threads
- *            fill; the lowest failed unit (load.h)
- *   hold.c   what the consumer holds, and eachobs_release (hold.h)
- *   start.c  starting and stopping: validation, defaults, plan, allocation
- *   iter.c   the consumer: next, batches, release, checkpoint, interrupt
- *   error.c  eachobs_strerror, eachobs_last_error and the messages
- *   abi.c    what keeps programs built against other 0.x headers working:
- *            options and stats passed with their size, the 0.1 entry
- *            points, the version
+ * The iterator and its modes; each mechanism's struct and functions are
+ * declared in the header named after it. docs/design.md ("Layers") is the
+ * map of the sources: which file holds what, and who may use whom.
  */
 #ifndef EACHOBS_INTERNAL_H
 #define EACHOBS_INTERNAL_H

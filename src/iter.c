@@ -14,7 +14,7 @@
 
 /* ---- taking the next unit ------------------------------------------- */
 
-/* What accept returns for a unit whose every entry failed and was
+/* What admit returns for a unit whose every entry failed and was
  * skipped: the caller looks again. */
 enum { SKIPPED = 2 };
 
@@ -51,7 +51,7 @@ static void compact(eachobs_iter *it, struct eachobs__buf *b, size_t bad)
  * when every one failed and was skipped (the slot is given back), or the
  * first failure's code, which becomes sticky (STOP).
  */
-static int accept(eachobs_iter *it, struct eachobs__slot *slot)
+static int admit(eachobs_iter *it, struct eachobs__slot *slot)
 {
 	struct eachobs__buf *b = &slot->b;
 	size_t bad = 0;
@@ -118,9 +118,9 @@ take_or_stash(eachobs_iter *it, struct eachobs__slot **out)
 		return fail_from_record(it);
 	if (rc != 1)
 		return rc;
-	/* Read before accept: a skipped unit's slot goes back at once. */
+	/* Read before admit: a skipped unit's slot goes back at once. */
 	size_t u = atomic_load_explicit(&(*out)->unit, memory_order_relaxed);
-	rc = accept(it, *out);
+	rc = admit(it, *out);
 	if (rc == 1 || rc == SKIPPED) /* skipped counts as yielded */
 		eachobs__yielded_add(&it->done, u);
 	return rc;
@@ -276,7 +276,7 @@ int eachobs_obs_length(const eachobs_iter *it, const void *obs, size_t *len)
 	return 0;
 }
 
-static uint64_t stat(const _Atomic uint64_t *c)
+static uint64_t read_stat(const _Atomic uint64_t *c)
 {
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
@@ -287,17 +287,17 @@ void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st)
 	st->yielded = it->nyielded;
 	st->batches = it->nbatches;
 	st->skipped = it->nfailures;
-	st->loaded_by_consumer = stat(&it->cstats.loaded);
-	st->consumer_wait_ns = stat(&it->cstats.idle_ns);
-	st->consumer_getobs_ns = stat(&it->cstats.getobs_ns);
+	st->loaded_by_consumer = read_stat(&it->cstats.loaded);
+	st->consumer_wait_ns = read_stat(&it->cstats.idle_ns);
+	st->consumer_getobs_ns = read_stat(&it->cstats.getobs_ns);
 	st->loaded = st->loaded_by_consumer;
 	for (unsigned j = 0; j < it->workers.nthreads; j++) {
 		const struct eachobs__stats *w =
 			eachobs__workers_stats(&it->workers, j);
-		st->loaded += stat(&w->loaded);
-		st->worker_getobs_ns += stat(&w->getobs_ns);
-		st->worker_idle_ns += stat(&w->idle_ns);
-		st->steals += stat(&w->steals);
+		st->loaded += read_stat(&w->loaded);
+		st->worker_getobs_ns += read_stat(&w->getobs_ns);
+		st->worker_idle_ns += read_stat(&w->idle_ns);
+		st->steals += read_stat(&w->steals);
 	}
 	st->max_waiting = it->mode->max_waiting(it);
 	st->nworkers = eachobs__workers_started(&it->workers);

@@ -1,9 +1,9 @@
 /*
  * A lender of threads: an eachobs_pool keeps nthreads threads asleep
  * between uses and lends them out to run opaque work (lender.h), so that
- * a caller starts k threads' work without creating threads (16
- * pthread_create calls cost 0.4-1 ms here; waking 16 sleeping threads
- * costs a few microseconds each). It knows nothing of its callers: a loan
+ * a caller starts k threads' work without creating threads (creating one
+ * costs many times what waking a sleeping one does: docs/design.md,
+ * Measurements). It knows nothing of its callers: a loan
  * is a function, an argument and a placement.
  *
  * Threads are lent exclusively: a reserved thread leaves the idle stack
@@ -26,9 +26,9 @@
  *
  * The CPUs are set when a loan needs other CPUs than the thread has, not
  * undone at the end of every loan: a loan per epoch with the same cpus
- * then costs no system call and no migration per epoch (restoring at
- * each close cost 16 threads pinned to one CPU 50 us more per close
- * here, and a migration back at the next start). Whether the system
+ * then costs no system call and no migration per epoch (restoring them
+ * at each close would cost a system call per thread at every close and
+ * a migration back at the next start). Whether the system
  * accepts the CPUs at all is asked once per loan, before the caller
  * depends on it, by setting them on thread 0 from the caller
  * (eachobs__lender_check_cpus): the answer depends on the process's
@@ -38,17 +38,17 @@
  * The nice value too is set when a loan needs another, with one
  * exception: lowering a nice value needs CAP_SYS_NICE (or an RLIMIT_NICE
  * that allows it), so a thread left at nice N by one loan might not be
- * able to go back for the next. The first thread given back at another
- * nice value than the pool's tries to go back at once, and what it finds
- * (can_lower) decides for the pool: with the privilege, threads keep
- * their nice value between loans like their CPUs; without it, a thread
- * at nice N stays there and is lent only to loans that ask for N or
- * more (the others get fewer threads, as when the pool is busy). Setting
- * nice 5 at each start and 0 at each close cost 16 threads on 2 cores
- * 10 us more to the first item and 25-30 us more per close here.
- * The nice value is set before the thread wakes the next ones: woken at a
- * better priority than their waker's new one, they would preempt it, and
- * the first item came 40 us later.
+ * able to go back for the next. What the pool learns first decides for
+ * it (can_lower): the first thread given back at another nice value than
+ * the pool's tries to go back at once, and a caller about to ask for less
+ * than the pool's asks the kernel beforehand (eachobs__lender_check_nice).
+ * With the privilege, threads keep their nice value between loans like
+ * their CPUs; without it, a thread above a loan's nice value is not lent
+ * to it (the loan gets fewer threads, as when the pool is busy), so a
+ * lent thread runs at its loan's value. Going back at every close would
+ * cost every start and close (docs/design.md, Pools). The nice value is
+ * set before the thread wakes the next ones: woken at a better priority
+ * than their waker's new one, they would preempt it.
  *
  * Lock order: pool->lock is never held while a job runs, and no other
  * lock is taken under it.
@@ -57,6 +57,7 @@
 #include "lender.h"
 #include "base.h"
 #include "error.h"
+#include "nice.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -105,14 +106,6 @@ struct eachobs_pool {
 	 * 1 yes; learnt from the first try (see the top of the file). */
 	_Atomic int can_lower;
 };
-
-/* The calling thread's nice value (threads have their own on Linux). */
-static int own_nice(void)
-{
-	errno = 0;
-	int n = getpriority(PRIO_PROCESS, (id_t)gettid());
-	return errno ? 0 : n;
-}
 
 /* Thread t, lent or going back: nice value want, and what that teaches
  * the pool about lowering one. */
@@ -257,9 +250,9 @@ static int start_threads(eachobs_pool *p, unsigned nthreads)
 						 NULL, lent_main, t);
 		if (err != 0) {
 			pthread_cond_destroy(&t->wake);
-			return eachobs__fail_thread(-EAGAIN, err,
-						    "eachobs_pool_create:", i,
-						    nthreads,
+			return eachobs__fail_thread(err,
+						    "eachobs_pool_create",
+						    "thread", i, nthreads,
 						    EACHOBS_DEFAULT_STACK_SIZE,
 						    NULL);
 		}
@@ -289,7 +282,7 @@ int eachobs_pool_create(eachobs_pool **poolp, unsigned nthreads)
 	p->have_home_cpus = pthread_getaffinity_np(pthread_self(),
 						   sizeof(p->home_cpus),
 						   &p->home_cpus) == 0;
-	p->home_nice = own_nice();
+	p->home_nice = eachobs__own_nice();
 	atomic_init(&p->can_lower, -1);
 	p->threads = eachobs__calloc(nthreads, sizeof(*p->threads));
 	p->idle = eachobs__calloc(nthreads, sizeof(*p->idle));
@@ -339,18 +332,34 @@ unsigned eachobs__lender_size(const eachobs_pool *p)
 }
 
 /* Whether idle thread t can take on the loan's placement: one that need
- * not lower its nice value, or may; one at the pool's nice value may also
- * try to go below it, as a created thread would. Without the pool's CPUs
- * a thread could not go back to them, so it serves no loan with cpus. */
+ * not lower its nice value, or may; while the pool does not know whether
+ * it may, one at the pool's nice value tries (eachobs__lender_check_nice
+ * lets callers find out first). Without the pool's CPUs a thread could
+ * not go back to them, so it serves no loan with cpus. */
 static bool suits(const eachobs_pool *p, const struct eachobs__lent *t,
 		  const struct eachobs__loan *loan)
 {
 	int want = loan_nice(p, loan);
+	int can = atomic_load_explicit(&p->can_lower, memory_order_relaxed);
 
 	if (loan->cpus && !p->have_home_cpus)
 		return false;
-	return t->nice <= want || t->nice == p->home_nice ||
-	       atomic_load_explicit(&p->can_lower, memory_order_relaxed) == 1;
+	return t->nice <= want || can == 1 ||
+	       (can < 0 && t->nice == p->home_nice);
+}
+
+int eachobs__lender_check_nice(eachobs_pool *p, int nice)
+{
+	if (nice == 0 || nice >= p->home_nice ||
+	    atomic_load_explicit(&p->can_lower, memory_order_relaxed) >= 0)
+		return 0;
+	int may = eachobs__may_lower_nice(nice);
+	if (may < 0)
+		return may;
+	/* A thread given back may have learnt it meanwhile: the same
+	 * answer from the same kernel. */
+	atomic_store_explicit(&p->can_lower, may, memory_order_relaxed);
+	return 0;
 }
 
 /* Under the lock: make t thread j of loan. Thread j wakes 2j + 1 and

@@ -69,6 +69,15 @@ unsigned eachobs__lender_reserve(eachobs_pool *pool, struct eachobs__loan *loan,
 				 unsigned k_wanted);
 
 /*
+ * Before reserving for a loan at nice value nice (0: the pool's): where
+ * that is below the pool's and the pool does not know yet whether its
+ * threads may lower their nice value, find out (nice.h), so that reserve
+ * lends threads that would have to lower it only where they may. 0, or
+ * the negative errno of a failure to find out (eachobs_last_error set).
+ */
+int eachobs__lender_check_nice(eachobs_pool *pool, int nice);
+
+/*
  * Whether the system accepts loan->cpus for the loan's threads: 0, also
  * when the loan has no cpus or no thread; -EAGAIN when it refuses them
  * (no CPU of the set is one the process may use), as pthread_create does

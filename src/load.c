@@ -41,6 +41,15 @@
 #include <errno.h>
 #include <stdint.h>
 
+/* What a getobs returned, as the code kept for its entry: a positive
+ * value breaks the contract (-ERANGE), and -EINTR, a system call cut short
+ * by a signal, becomes -ERESTART, so that it is never taken for the
+ * non-sticky -EINTR of eachobs_interrupt. */
+static inline int code_of(int rc)
+{
+	return rc > 0 ? -ERANGE : rc == -EINTR ? -ERESTART : rc;
+}
+
 /* The loader whose getobs runs on this thread, for eachobs_cancelled, and
  * where eachobs_set_length writes. Saved and restored around each call,
  * since a getobs may itself iterate another iterator. The entry is
@@ -112,8 +121,13 @@ void *eachobs_field(size_t k)
 				  (size_t)(loading_len - loading_lens));
 }
 
+/* Every loader's generation, process-wide: never 0, never repeated. */
+static _Atomic uint64_t generations;
+
 void eachobs__loader_setup(struct eachobs__loader *ld)
 {
+	ld->gen = atomic_fetch_add_explicit(&generations, 1,
+					    memory_order_relaxed) + 1;
 	atomic_init(&ld->limit, SIZE_MAX);
 	pthread_mutex_init(&ld->fail.lock, NULL);
 }
@@ -180,13 +194,15 @@ static inline bool halted(const struct eachobs__loader *ld, size_t u)
 }
 
 /* What one getobs costs on this thread, per entry of its last timed run
- * for loader cost_of (another loader: not measured yet). */
-static EACHOBS__TLS const struct eachobs__loader *cost_of;
+ * for the loader of generation cost_gen (another: not measured yet). A
+ * generation, not the loader's address: a new iterator is often allocated
+ * where the last one was, and must not inherit its verdict. */
+static EACHOBS__TLS uint64_t cost_gen;
 static EACHOBS__TLS uint64_t cost_ns;
 
 bool eachobs__getobs_cheap(const struct eachobs__loader *ld)
 {
-	return cost_of == ld && cost_ns < EACHOBS__CHEAP_NS;
+	return cost_gen == ld->gen && cost_ns < EACHOBS__CHEAP_NS;
 }
 
 /* Time k entries loaded since t0: this thread's cost estimate and stats. */
@@ -194,7 +210,7 @@ static void learn(const struct eachobs__loader *ld, uint64_t t0, size_t k)
 {
 	uint64_t t1 = eachobs__now_ns();
 
-	cost_of = ld;
+	cost_gen = ld->gen;
 	cost_ns = (t1 - t0) / k;
 	eachobs__account(t0, t1, k);
 }
@@ -240,7 +256,7 @@ load_entries(struct eachobs__loader *ld, struct eachobs__slot *slot, size_t u,
 		lens[e] = sz;
 		loading_len = &lens[e];
 		int rc = getobs(ctx, idx, data + e * sz);
-		status[e] = rc > 0 ? -ERANGE : rc;
+		status[e] = code_of(rc);
 		if (rc != 0 && !ld->skip_errors)
 			record_failure(ld, u, pos, idx, status[e]);
 	}
@@ -286,8 +302,8 @@ static void open_unit(struct eachobs__loader *ld, struct eachobs__slot *slot,
  * is left): one compare-and-swap per entry made the claim word the hottest
  * line of a no-op batch run (owner and helpers bounce it), while claiming
  * a run lets the tail of the batch still be shared out. A tail of cheap
- * entries is not worth a claim each: with at least 1, a batch of 64 took
- * 15 claims, and the claims cost as much as the no-op entries. Else one.
+ * entries is not worth a claim each: at least CLAIM_MIN keeps the claims
+ * from costing as much as the entries. Else one.
  * unit and count are read before the compare-and-swap, which succeeds only
  * if the claim word is still the one they were read under (see open_unit).
  * The acquire on success pairs with open_unit's release.
@@ -344,8 +360,8 @@ static bool entries_done(struct eachobs__slot *slot, size_t k)
  * count them done at the end, once (the unit cannot complete before its
  * owner's count is in, so the owner never misses being the completer).
  * While getobs is cheap the whole loop is timed once (two clock reads per
- * run would cost more than the entries: no-op batches ran at 7 M/s with
- * reads per observation); else each run, so that the estimate follows.
+ * run would cost more than the entries); else each run, so that the
+ * estimate follows.
  */
 static bool load_claimed(struct eachobs__loader *ld, struct eachobs__slot *slot)
 {
@@ -385,7 +401,7 @@ void eachobs__fill_one(struct eachobs__loader *ld, struct eachobs__slot *slot,
 	loading_len = &b->len[0];
 	int rc = ld->getobs(ld->ctx, idx, b->data);
 	leave(outer);
-	b->status[0] = rc > 0 ? -ERANGE : rc;
+	b->status[0] = code_of(rc);
 	if (rc != 0 && !ld->skip_errors)
 		record_failure(ld, u, pos, idx, b->status[0]);
 }

@@ -39,6 +39,10 @@ struct eachobs__failrec {
 };
 
 struct eachobs__loader {
+	/* Set by eachobs__loader_setup: unique in the process, so that what
+	 * a thread learnt of another loader's getobs is never taken for this
+	 * one's (load.c). */
+	uint64_t gen;
 	/* The owner's, set after eachobs__loader_setup and before any
 	 * thread loads; read-only from then on. */
 	int (*getobs)(void *ctx, size_t idx, void *obs);
@@ -100,8 +104,8 @@ void eachobs__loader_failure(struct eachobs__loader *ld, int *code,
 bool eachobs__fill(struct eachobs__loader *ld, struct eachobs__slot *slot,
 		   size_t u);
 /* Unbatched, untimed: load unit u into slot (the caller checked the limit
- * right before). A run of them is timed once (two clock reads cost 50 ns
- * here, more than a cheap getobs) and added to this thread's stats with
+ * right before). A run of them is timed once (two clock reads cost more
+ * than a cheap getobs) and added to this thread's stats with
  * eachobs__account(t0, t1, count). */
 void eachobs__fill_one(struct eachobs__loader *ld, struct eachobs__slot *slot,
 		       size_t u);

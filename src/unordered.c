@@ -58,15 +58,13 @@ static size_t load_run(eachobs_iter *it, void **run,
 /*
  * Unbatched: move observations in runs when getobs is cheap. Per item,
  * the hand-off costs a deque lock, a producer lock and, when the consumer
- * sleeps, a futex wake: with a no-op getobs that was nearly all the time
- * (0.3-1.5 M items/s at P = 2). A worker that measured its last getobs
- * calls at under EACHOBS__CHEAP_NS each claims up to EACHOBS__RUN_MAX consecutive
- * indices at once, loads them and publishes them together. Slow getobs
- * calls stay one at a time, so that what is not started stays stealable.
- *
- * Credits come first: a worker reserves room in the buffer for the whole
- * run before it claims or loads, so every slot a worker holds is counted
- * against buffersize, and the free ring always has one for it.
+ * sleeps, a futex wake: with a no-op getobs that was nearly all the time.
+ * A worker that measured its last getobs calls at under EACHOBS__CHEAP_NS
+ * each claims up to EACHOBS__RUN_MAX consecutive indices at once, loads
+ * them and publishes them together. Slow getobs calls stay one at a
+ * time, so that what is not started stays stealable. The credits for the
+ * whole run come first, before the claim, so that every slot it holds is
+ * one the hand-off's invariant counts (handoff.h).
  */
 
 static void run_unbatched(eachobs_iter *it, unsigned self)
@@ -96,10 +94,10 @@ static void run_unbatched(eachobs_iter *it, unsigned self)
 /*
  * The consumer helps like a worker when getobs is cheap: helping one
  * observation at a time cost a deque lock and a free-ring round trip per
- * item, and THREADED ran slower than BACKGROUND (no-op, P = 2: 4.9 against
- * 6.1 M items/s). Its run goes through credits and the ready ring, so it
- * counts against buffersize like any worker's, and the consumer then takes
- * the observations out in the usual way.
+ * item, and THREADED ran slower than BACKGROUND. Its run goes through
+ * credits and the ready ring, so it counts against buffersize like any
+ * worker's, and the consumer then takes the observations out in the
+ * usual way.
  */
 static size_t help_run(eachobs_iter *it, uint64_t *per_item_ns)
 {

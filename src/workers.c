@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "workers.h"
 #include "error.h"
+#include "nice.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -83,8 +84,8 @@ static void *worker_main(void *arg)
 {
 	struct eachobs__worker *w = arg;
 
-	/* Raising one's own nice value needs no privilege, so this cannot
-	 * fail for the values the owner lets through. */
+	/* Raising one's own nice value needs no privilege, and lowering it
+	 * was found allowed before the thread was created (check_nice). */
 	if (w->set->job.nice)
 		setpriority(PRIO_PROCESS, (id_t)gettid(), w->set->job.nice);
 	worker_run(w);
@@ -98,7 +99,7 @@ static int create(struct eachobs__workers *ws, unsigned j)
 					 ws->job.cpus, worker_main, w);
 
 	if (err != 0) /* the caller closes and joins */
-		return eachobs__fail_thread(-EAGAIN, err, "worker", j,
+		return eachobs__fail_thread(err, NULL, "worker thread", j,
 					    ws->nthreads, ws->job.stack_size,
 					    ws->job.cpus);
 	w->created = true;
@@ -132,21 +133,53 @@ static void open_gate(struct eachobs__workers *ws)
 }
 
 /*
+ * Workers start at the owner's nice value (lent ones at the pool's): one
+ * they may not lower to the job's would run at its own instead, so such a
+ * job is refused (-EACCES) for created threads, and the pool lends only
+ * threads that may (lender.c). Asked only when the job's value is below,
+ * so an unprivileged process pays nothing for the usual raise.
+ */
+static int check_nice(struct eachobs__workers *ws)
+{
+	int want = ws->job.nice, own;
+
+	if (want == 0 || ws->nthreads == 0)
+		return 0;
+	own = eachobs__own_nice();
+	if (want < own) {
+		int may = eachobs__may_lower_nice(want);
+		if (may < 0)
+			return may;
+		if (!may)
+			return eachobs__fail(-EACCES,
+					     "worker_nice %d is below the "
+					     "calling thread's nice value %d, "
+					     "which this process may not lower "
+					     "(without CAP_SYS_NICE, RLIMIT_NICE "
+					     "must be at least %d)",
+					     want, own, 20 - want);
+	}
+	return ws->lender ? eachobs__lender_check_nice(ws->lender, want) : 0;
+}
+
+/*
  * Created threads are started in a loop on the owner, lent ones in a tree
  * (the lender wakes one, which wakes two, ...): a new thread has to be
  * scheduled before it can create others, and that made a tree of
- * pthread_create calls slower than one loop on the owner (1.3 against
- * 0.6 ms for P = 16, measured).
+ * pthread_create calls slower than one loop on the owner.
  */
 int eachobs__workers_start(struct eachobs__workers *ws)
 {
+	int rc = check_nice(ws);
+
+	if (rc < 0)
+		return rc; /* nothing started */
 	if (ws->lender)
 		borrow(ws);
 	/* cpus the system refuses fail the start on lent threads as on
 	 * created ones; asked on one lent thread, the answer holds for all
 	 * (lender.c). The lent threads are woken all the same, to see the
 	 * close that follows. */
-	int rc = 0;
 	if (ws->nlent > 0)
 		rc = eachobs__lender_check_cpus(&ws->loan);
 	/* Otherwise lent threads cannot fail to start: with no thread to

@@ -59,8 +59,9 @@ void eachobs__workers_setup(struct eachobs__workers *ws, eachobs_pool *pool);
 int eachobs__workers_init(struct eachobs__workers *ws, unsigned nthreads,
 			  const struct eachobs__job *job);
 /* Start every worker and open the gate: 0, or a negative errno (a thread
- * could not be created, or the system refuses the job's cpus) with the
- * gate closed. Either way the caller sets *job.closed, wakes and joins. */
+ * could not be created, the system refuses the job's cpus, or its nice
+ * value is one the workers could not reach: -EACCES) with the gate
+ * closed. Either way the caller sets *job.closed, wakes and joins. */
 int eachobs__workers_start(struct eachobs__workers *ws);
 /* Workers running (after a successful start): lent or created. */
 unsigned eachobs__workers_started(const struct eachobs__workers *ws);

@@ -33,7 +33,7 @@
  *     max(1, hold)) * batchsize distinct addresses reach getobs
  *     (max(1, hold) * batchsize for SERIAL);
  *   - a failing getobs is reported with its code (-ERANGE for a positive
- *     one) and index, ordered after every earlier position (batch), and
+ *     one, -ERESTART for -EINTR) and index, ordered after every earlier position (batch), and
  *     sticks; under SKIP it is counted and kept by eachobs_failures instead;
  *   - close joins every thread it created and gives borrowed ones back to
  *     the pool (sometimes 1..4 threads), which joins them when destroyed;
@@ -155,7 +155,7 @@ static int code_of(const struct plan *p, size_t idx)
 /* The code eachobs reports for a getobs result. */
 static int reported(int code)
 {
-	return code > 0 ? -ERANGE : code;
+	return code > 0 ? -ERANGE : code == -EINTR ? -ERESTART : code;
 }
 
 static size_t numobs(void *ctx)

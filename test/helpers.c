@@ -430,6 +430,18 @@ static void check_yield(struct cons *c, const void *obs, size_t idx)
 	}
 }
 
+/* Whether rc is what eachobs_next reports for td's failing getobs: only
+ * such a code writes *idx (the header: -EINTR, -ENOBUFS and -EINVAL of
+ * the library's own leave it). */
+static bool is_getobs_code(const struct td *td, int rc)
+{
+	int code = td->fail_code;
+
+	if (td->fail_idx == TD_NONE)
+		return false;
+	return rc == (code > 0 ? -ERANGE : code == -EINTR ? -ERESTART : code);
+}
+
 int cons_next(struct cons *c, const void **obsp, size_t *idxp)
 {
 	const void *obs = &not_written;
@@ -459,8 +471,16 @@ int cons_next(struct cons *c, const void **obsp, size_t *idxp)
 	} else if (rc < 0) {
 		if (obs != NULL)
 			cons_err(c, "eachobs_next returned %d without setting *obs to NULL", rc);
-		if (idx == IDX_UNTOUCHED)
-			cons_err(c, "eachobs_next returned %d without setting *idx", rc);
+		if (is_getobs_code(c->td, rc) && idx == IDX_UNTOUCHED)
+			cons_err(c, "eachobs_next returned getobs's %d without "
+				    "setting *idx", rc);
+		else if (is_getobs_code(c->td, rc) && idx != c->td->fail_idx)
+			cons_err(c, "eachobs_next returned getobs's %d with *idx = "
+				    "%zu, not the failed index %zu", rc, idx,
+				 c->td->fail_idx);
+		else if (!is_getobs_code(c->td, rc) && idx != IDX_UNTOUCHED)
+			cons_err(c, "eachobs_next returned %d, not a getobs code, "
+				    "and wrote *idx = %zu", rc, idx);
 	} else {
 		cons_err(c, "eachobs_next returned %d", rc);
 	}

@@ -385,6 +385,51 @@ Test(cxx, a_getobs_returning_a_code_is_a_getobs_error_with_nothing_nested)
 	}
 }
 
+// A get() that returns exception_code (-ECANCELED) itself did not throw:
+// the error says it failed, with nothing nested, and under SKIP its
+// failure says it did not throw, beside one that did.
+Test(cxx, a_get_returning_the_exception_code_is_not_taken_for_a_throw)
+{
+	for (eachobs_executor ex : executors) {
+		eachobs::dataset data(50, [](size_t idx, void *) -> int {
+			return idx == 7 ? eachobs::exception_code : 0;
+		});
+		eachobs::loader loader(data, 0, opts(ex, true));
+		try {
+			for (const eachobs::obs &o : loader)
+				(void)o;
+			cr_assert_fail("no exception");
+		} catch (const eachobs::getobs_error &e) {
+			std::string what = e.what();
+			cr_assert_eq(e.code(), eachobs::exception_code);
+			cr_assert_eq(e.index(), 7u);
+			cr_assert_not(e.original());
+			cr_assert(what.find("failed at index 7") != std::string::npos &&
+					  what.find("threw") == std::string::npos,
+				  "%s", what.c_str());
+		}
+	}
+	for (eachobs_executor ex : executors) {
+		eachobs::dataset data(100, [](size_t idx, void *) -> int {
+			if (idx == 30)
+				throw bad_sample(idx);
+			return idx == 60 ? eachobs::exception_code : 0;
+		});
+		eachobs::loader loader(data, 0, opts(ex, false).on_error(
+						       EACHOBS_ON_ERROR_SKIP));
+		for (const eachobs::obs &o : loader)
+			(void)o;
+		std::vector<eachobs::failure> f = loader.failures();
+		cr_assert_eq(f.size(), 2u);
+		for (const eachobs::failure &x : f) {
+			cr_assert_eq(x.code, eachobs::exception_code);
+			cr_assert_eq(x.threw, x.index == 30, "index %zu: threw %d",
+				     x.index, (int)x.threw);
+			cr_assert_eq(static_cast<bool>(x.exception), x.index == 30);
+		}
+	}
+}
+
 Test(cxx, skip_goes_on_and_failures_keep_the_exceptions)
 {
 	const size_t n = 300;

@@ -307,3 +307,68 @@ ParameterizedTest(const struct mode *m, faults,
 	cr_assert_gt(live, 0, "%s: no allocation went through the hook", label);
 	td_fini(&td);
 }
+
+/*
+ * Creating a thread allocates too: glibc keeps the attributes' signal
+ * mask and CPUs in memory of its own. That allocation failing is -ENOMEM
+ * (nothing could be allocated), not -EAGAIN (a thread the system would not
+ * start), and the message names the thread. Thread creation is the last
+ * thing a start does, so the steps right before the one that succeeds are
+ * the workers' attributes, the last worker's last.
+ */
+ParameterizedTestParameters(faults,
+			    a_thread_whose_attributes_cannot_be_allocated_gives_enomem)
+{
+	return worker_mode_params();
+}
+
+ParameterizedTest(const struct mode *m, faults,
+		  a_thread_whose_attributes_cannot_be_allocated_gives_enomem)
+{
+	static const unsigned nthreads[] = { 1, 4, 16 };
+	static const size_t sizes[] = { 0, 8, 4096 };
+
+	for (size_t t = 0; t < 3; t++) {
+		for (size_t s = 0; s < 3; s++) {
+			eachobs_options o = { .executor = m->executor,
+					      .ordered = m->ordered,
+					      .nthreads = nthreads[t] };
+			char last[256] = "", want[96];
+			int last_rc = 0, rc = -1;
+
+			/* Fail each allocation in turn until the start
+			 * succeeds; keep what the last failure said. */
+			for (long k = 0; rc != 0; k++) {
+				struct td td;
+				eachobs_iter *it;
+
+				cr_assert_lt(k, MAX_STEPS);
+				td_init(&td, 1000, sizes[s], 0);
+				eachobs_dataset data = td_dataset(&td);
+				eachobs__fault_alloc_after(k);
+				rc = eachobs_parallel(&it, &data, &o);
+				disarm();
+				if (rc == 0) {
+					eachobs_close(it);
+				} else {
+					last_rc = rc;
+					snprintf(last, sizeof(last), "%s",
+						 eachobs_last_error());
+					cr_assert_eq(atomic_load(
+						&td.getobs_calls), 0);
+				}
+				td_fini(&td);
+			}
+			snprintf(want, sizeof(want), "out of memory for the "
+				 "attributes of worker thread %u of %u",
+				 nthreads[t], nthreads[t]);
+			cr_assert_eq(last_rc, -ENOMEM, "%s nthreads=%u "
+				     "obs_size=%zu: the last worker's attributes "
+				     "not allocated gave %d (%s)", mode_name(m),
+				     nthreads[t], sizes[s], last_rc, last);
+			cr_assert(strstr(last, want), "%s nthreads=%u: \"%s\"",
+				  mode_name(m), nthreads[t], last);
+			cr_assert_eq(eachobs__alloc_live(), 0);
+		}
+	}
+}

@@ -388,3 +388,113 @@ ParameterizedTest(const struct mode *m, interrupt,
 		  "%s: child status %d", mode_name(m),
 		  WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
 }
+
+/*
+ * A real SIGINT while the consumer's own getobs (SERIAL) waits in a system
+ * call: test/eintr_child.c, which checks what the consumer's calls return
+ * and exits 0 when they are right. This side sends SIGINT once the child
+ * is inside getobs and, for `restart`, then writes the byte its read
+ * waits for.
+ */
+static void run_eintr_child(const char *scenario)
+{
+	int ready[2], data[2];
+	char c;
+	int status;
+
+	cr_assert_eq(pipe(ready), 0);
+	cr_assert_eq(pipe(data), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char r[16], d[16];
+		close(ready[0]);
+		close(data[1]);
+		snprintf(r, sizeof(r), "%d", ready[1]);
+		snprintf(d, sizeof(d), "%d", data[0]);
+		execl(EINTR_CHILD, EINTR_CHILD, scenario, r, d, (char *)NULL);
+		_exit(127);
+	}
+	close(ready[1]);
+	close(data[0]);
+	cr_assert_eq(read(ready[0], &c, 1), 1, "%s: child not ready", scenario);
+	cr_assert_eq(kill(pid, SIGINT), 0);
+	if (strcmp(scenario, "restart") == 0)
+		cr_assert_eq(write(data[1], "d", 1), 1);
+	/* A deadline, not synchronization. */
+	double t0 = now_s();
+	pid_t w;
+	while ((w = waitpid(pid, &status, WNOHANG)) == 0 && now_s() - t0 < 10.0)
+		sleep_us(1000);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	close(ready[0]);
+	close(data[1]);
+	cr_assert_eq(w, pid, "%s: child still running 10 s after SIGINT",
+		     scenario);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "%s: child status %d (its stderr says why)", scenario,
+		  WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+}
+
+/* A getobs that returns -EINTR because a signal cut its system call short
+ * is a getobs failure, -ERESTART, sticky with its index: never the
+ * interrupt's -EINTR, on which a loop that calls again would spin. */
+Test(interrupt, a_getobs_cut_short_by_a_signal_is_not_an_interrupt)
+{
+	run_eintr_child("getobs");
+}
+
+/* The handler calls eachobs_interrupt and the signal cuts the consumer's
+ * getobs short: first the interrupt (-EINTR, *idx untouched), then the
+ * getobs's failure (-ERESTART at its index), told apart by code. */
+Test(interrupt, an_interrupt_and_a_getobs_cut_short_are_told_apart)
+{
+	run_eintr_child("both");
+}
+
+/* The guide's handler, installed with SA_RESTART: the consumer's getobs
+ * is not cut short, the interrupt comes as -EINTR and nothing is lost. */
+Test(interrupt, the_guides_handler_loses_nothing_of_a_getobs_it_interrupts)
+{
+	run_eintr_child("restart");
+}
+
+/* The checking consumer (helpers.c) takes the interrupt's -EINTR, which
+ * leaves *idx untouched, as the header says, and the run then goes on to
+ * every index once. */
+ParameterizedTestParameters(interrupt, the_checking_consumer_takes_an_interrupt)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, interrupt,
+		  the_checking_consumer_takes_an_interrupt)
+{
+	eachobs_options o = { .executor = m->executor, .ordered = m->ordered,
+			      .nthreads = 2 };
+	struct td td;
+	struct cons c;
+	eachobs_iter *it;
+	int rc;
+
+	td_init(&td, 200, 8, 200);
+	eachobs_dataset data = td_dataset(&td);
+	cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
+	cons_init(&c, it, &td, o.ordered || o.executor == EACHOBS_SERIAL);
+	cr_assert_eq(cons_next(&c, NULL, NULL), 1);
+	cr_assert_eq(eachobs_interrupt(it), 0);
+	cr_assert_eq(cons_next(&c, NULL, NULL), -EINTR, "%s", mode_name(m));
+	cr_assert(c.err[0] == 0, "%s: %s", mode_name(m), c.err);
+	while ((rc = cons_next(&c, NULL, NULL)) == 1)
+		;
+	cr_assert_eq(rc, 0);
+	cr_assert(c.err[0] == 0, "%s: %s", mode_name(m), c.err);
+	cr_assert(cons_all_seen(&c), "%s: an index was never yielded",
+		  mode_name(m));
+	cons_close(&c);
+	cons_fini(&c);
+	td_fini(&td);
+}

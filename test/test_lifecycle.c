@@ -151,6 +151,22 @@ ParameterizedTest(const struct mode *m, errors,
 	}
 }
 
+/* -EINTR from getobs (a system call a signal cut short) is -ERESTART:
+ * the -EINTR of eachobs_next is eachobs_interrupt's alone. */
+ParameterizedTestParameters(errors, getobs_eintr_is_reported_as_erestart)
+{
+	return mode_params();
+}
+
+ParameterizedTest(const struct mode *m, errors,
+		  getobs_eintr_is_reported_as_erestart)
+{
+	eachobs_options o = { .executor = m->executor, .ordered = m->ordered,
+			      .nthreads = 2 };
+
+	fail_one(&o, 30, 7, -EINTR, -ERESTART);
+}
+
 Test(errors, getobs_codes_pass_through_unchanged)
 {
 	int codes[] = { -1, -EIO, -ENOMEM, -EAGAIN, -EINVAL, -ERANGE, -123456, INT_MIN };

@@ -264,13 +264,12 @@ static bool is_pool_thread(int tid)
 	return false;
 }
 
-static void create_pool(eachobs_pool **pool, unsigned nthreads)
+/* Note as the pool's the threads listed now that were not in before[0..nb). */
+static void note_pool_threads(const int *before, unsigned nb)
 {
-	int before[MAX_TIDS], after[MAX_TIDS];
-	unsigned nb = list_tids(before, MAX_TIDS);
-
-	cr_assert_eq(eachobs_pool_create(pool, nthreads), 0);
+	int after[MAX_TIDS];
 	unsigned na = list_tids(after, MAX_TIDS);
+
 	pool_threads.n = 0;
 	for (unsigned i = 0; i < na; i++) {
 		bool old = false;
@@ -279,6 +278,15 @@ static void create_pool(eachobs_pool **pool, unsigned nthreads)
 		if (!old)
 			pool_threads.tid[pool_threads.n++] = after[i];
 	}
+}
+
+static void create_pool(eachobs_pool **pool, unsigned nthreads)
+{
+	int before[MAX_TIDS];
+	unsigned nb = list_tids(before, MAX_TIDS);
+
+	cr_assert_eq(eachobs_pool_create(pool, nthreads), 0);
+	note_pool_threads(before, nb);
 	cr_assert_eq(pool_threads.n, nthreads);
 }
 
@@ -462,6 +470,95 @@ Test(placement, a_thread_left_reniced_is_lent_only_to_iterators_as_nice)
 	run_on_pool(pool, &nicer, &home, 12, true);
 	run_on_pool(pool, &niced, &home, 10, false);
 	eachobs_pool_destroy(pool);
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
+
+/* The caller runs at nice 10 and may not lower a nice value: workers it
+ * created would start at 10 and could not go down to worker_nice 5, so
+ * the start is refused, with a message and nothing run; worker_nice 12
+ * is a raise, and the workers run at it. */
+Test(placement, a_worker_nice_below_the_callers_is_refused_without_the_privilege)
+{
+	errno = 0;
+	int nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+	cr_assert_eq(errno, 0);
+	if (nice > 10)
+		cr_skip_test("the test already runs at nice %d", nice);
+	cr_assert_eq(setpriority(PRIO_PROCESS, (id_t)gettid(), 10), 0);
+	drop_nice_privilege();
+	for (int pooled = 0; pooled < 2; pooled++) {
+		struct probe p = { .want_cpu = -1, .want_nice = 12 };
+		eachobs_dataset data = { &p, numobs, getobs, sizeof(size_t) };
+		eachobs_pool *pool = NULL;
+		if (pooled)
+			create_pool(&pool, 2);
+		eachobs_options o = { .nthreads = 2, .pool = pool,
+				      .executor = EACHOBS_BACKGROUND,
+				      .worker_nice = 5 };
+		eachobs_iter *it = (eachobs_iter *)&p;
+		cr_assert_eq(eachobs_parallel(&it, &data, &o), -EACCES,
+			     "pool %d: worker_nice 5 from nice 10 was not "
+			     "refused", pooled);
+		cr_assert_null(it);
+		cr_assert_eq(atomic_load(&p.worker_calls), 0);
+		cr_assert(strstr(eachobs_last_error(), "worker_nice 5 is below "
+				 "the calling thread's nice value 10"),
+			  "\"%s\"", eachobs_last_error());
+		o.worker_nice = 12;
+		run(&p, &o);
+		cr_assert_eq(atomic_load(&p.wrong_nice), 0,
+			     "pool %d: %d getobs calls ran at another nice "
+			     "value than 12", pooled, atomic_load(&p.wrong_nice));
+		eachobs_pool_destroy(pool);
+	}
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
+
+struct pool_at {
+	eachobs_pool *pool;
+	int rc;
+};
+
+/* On a thread of its own, which may raise its nice value to 10 without
+ * touching the test's: create the pool there, at 10. */
+static void *create_at_nice_10(void *arg)
+{
+	struct pool_at *a = arg;
+
+	a->rc = setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+	if (a->rc == 0)
+		a->rc = eachobs_pool_create(&a->pool, 2);
+	return NULL;
+}
+
+/* A pool made at nice 10 by a process that may not lower a nice value:
+ * its threads cannot go down to worker_nice 5, so an iterator asking for
+ * 5 from nice 0 is not lent them, and every getobs of its workers (of
+ * its own) runs at 5. */
+Test(placement, a_pool_above_worker_nice_lends_only_threads_that_reach_it)
+{
+	cpu_set_t home;
+	struct pool_at a = { NULL, -1 };
+	pthread_t t;
+	int before[MAX_TIDS];
+
+	errno = 0;
+	int nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+	cr_assert_eq(errno, 0);
+	if (nice >= 5)
+		cr_skip_test("the test already runs at nice %d", nice);
+	cr_assert_eq(sched_getaffinity(0, sizeof(home), &home), 0);
+	drop_nice_privilege();
+	unsigned nb = list_tids(before, MAX_TIDS);
+	cr_assert_eq(pthread_create(&t, NULL, create_at_nice_10, &a), 0);
+	pthread_join(t, NULL);
+	cr_assert_eq(a.rc, 0);
+	/* The joined creator may still be listed: it runs no getobs. */
+	note_pool_threads(before, nb);
+	eachobs_options o = { .nthreads = 2, .executor = EACHOBS_BACKGROUND,
+			      .worker_nice = 5 };
+	run_on_pool(a.pool, &o, &home, 5, false);
+	eachobs_pool_destroy(a.pool);
 	cr_assert_eq(eachobs__alloc_live(), 0);
 }
 

@@ -280,6 +280,35 @@ Test(pool, each_failed_allocation_or_thread_leaves_nothing)
 	cr_assert_eq(eachobs__alloc_live(), 0);
 }
 
+/* A pool thread whose attributes (glibc's allocation inside thread
+ * creation) cannot be allocated: -ENOMEM naming the thread, not -EAGAIN.
+ * Its threads are created last, so the last failing step is thread 3's. */
+Test(pool, a_thread_whose_attributes_cannot_be_allocated_gives_enomem)
+{
+	char last[256] = "";
+	int last_rc = 0, rc = -1;
+
+	for (long k = 0; rc != 0; k++) {
+		eachobs_pool *p;
+		cr_assert_lt(k, 1000, "pool creation still failing");
+		eachobs__fault_alloc_after(k);
+		rc = eachobs_pool_create(&p, 3);
+		eachobs__fault_alloc_after(-1);
+		if (rc == 0) {
+			eachobs_pool_destroy(p);
+		} else {
+			last_rc = rc;
+			snprintf(last, sizeof(last), "%s", eachobs_last_error());
+		}
+	}
+	cr_assert_eq(last_rc, -ENOMEM, "gave %d (%s)", last_rc, last);
+	cr_assert_str_eq(last, "eachobs_pool_create: out of memory for the "
+			 "attributes of thread 3 of 3 (its signal mask and "
+			 "CPUs)");
+	cr_assert_eq(threads_settle(threads_base, 2.0), threads_base);
+	cr_assert_eq(eachobs__alloc_live(), 0);
+}
+
 Test(pool, close_mid_epoch_gives_the_threads_back)
 {
 	eachobs_pool *p;

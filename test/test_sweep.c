@@ -155,7 +155,10 @@ static void run_cfg(const struct cfg *cfg)
 			      .ordered = cfg->ordered };
 	bool ordered = cfg->ordered || cfg->executor == EACHOBS_SERIAL;
 	bool failing = cfg->fail_idx != TD_NONE;
-	int want = failing ? (cfg->fail_code > 0 ? -ERANGE : cfg->fail_code) : 0;
+	int want = !failing ? 0
+		   : cfg->fail_code > 0 ? -ERANGE
+		   : cfg->fail_code == -EINTR ? -ERESTART
+		   : cfg->fail_code;
 	size_t bound = slot_bound(&o, cfg->obs_size);
 	eachobs_dataset data;
 	eachobs_iter *it = NULL;

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""The library's sources call each other one way: no file of src/ uses a
-function defined in a file that (directly or through others) uses a
-function of its own. A file "uses" a function when its code (not its
-comments or strings) names one that another src/*.c file defines.
-Prints the graph, one line per file with what it uses, and each circle
-found; exits 1 when there is one. Usage: check_layers.py SOURCE_ROOT"""
+"""The library's sources call each other one way, down the layers that
+docs/design.md draws: every file of src/ uses only files in rows below
+its own row of the diagram under "## Layers", and so no two files use
+each other, directly or through others. A file "uses" another when its
+code (not its comments or strings) names a function or table that the
+other defines. Prints the graph, one line per file with what it uses,
+then every use that goes sideways or up, every file the diagram leaves
+out (or names but src/ lacks), and each circle; exits 1 when there is
+any. Usage: check_layers.py SOURCE_ROOT"""
 import pathlib
 import re
 import sys
@@ -16,7 +19,21 @@ if args[:1] in (["-h"], ["--help"]):
 if len(args) != 1 or args[0].startswith("-"):
     print("usage: check_layers.py SOURCE_ROOT (try --help)", file=sys.stderr)
     sys.exit(2)
-files = sorted((pathlib.Path(args[0]) / "src").glob("*.c"))
+root = pathlib.Path(args[0])
+files = sorted((root / "src").glob("*.c"))
+# The diagram: the first ```text block after "## Layers", the top row
+# first; a row is its label and the files after it, and a line that
+# starts with a file goes on the row above.
+design = (root / "docs" / "design.md").read_text()
+section = design[design.index("## Layers"):]
+block = section[section.index("```text") + 7:]
+block = block[:block.index("```")]
+row, k = {}, -1
+for line in (l for l in block.splitlines() if l.strip()):
+    if not re.match(r"\s*\w+\.c\b", line):
+        k += 1
+    for f in re.findall(r"\b\w+\.c\b", line):
+        row[f] = k
 NOISE = re.compile(r'/\*.*?\*/|"(?:[^"\\\n]|\\.)*"', re.S)
 # A definition starts at the beginning of a line: return type, name, (
 DEF = re.compile(r"^(?:[a-z_][^\n;]*?[\s*])?(eachobs_\w+)\s*\([^;{]*\)\s*\{",
@@ -49,9 +66,21 @@ def reaches(a, b):
 
 circles = sorted({tuple(sorted((a, b))) for a in uses for b in uses[a]
                   if reaches(b, a)})
+unplaced = sorted(set(code) - set(row))
+absent = sorted(set(row) - set(code))
+upward = sorted((a, b) for a in uses for b in uses[a]
+                if a in row and b in row and row[b] <= row[a])
 for name in sorted(uses):
     print(f"{name:12} -> {' '.join(sorted(uses[name])) or '-'}")
+for a, b in upward:
+    where = "its own row" if row[a] == row[b] else "a row above"
+    print(f"layer: {a} uses {b}, which is in {where} (docs/design.md)")
+for f in unplaced:
+    print(f"layer: src/{f} is in no row of docs/design.md's layers")
+for f in absent:
+    print(f"layer: docs/design.md's layers name {f}, which src/ lacks")
 for a, b in circles:
     print(f"circle: {a} and {b} use each other (directly or through others)")
-print(f"{len(files)} files, {len(circles)} circles")
-sys.exit(1 if circles else 0)
+bad = len(upward) + len(unplaced) + len(absent)
+print(f"{len(files)} files, {bad} out of their layer, {len(circles)} circles")
+sys.exit(1 if bad or circles else 0)
