@@ -29,6 +29,7 @@ static size_t idx[1], len[1];
 static int status[1];
 static struct eachobs__slot slot;
 static _Atomic bool closing;
+static struct eachobs__layout layout;
 
 /* A loader of single observations over sampler, into slot, at *ld. */
 static void setup(struct eachobs__loader *ld)
@@ -37,6 +38,8 @@ static void setup(struct eachobs__loader *ld)
 	eachobs__loader_setup(ld);
 	ld->getobs = noop;
 	ld->obs_size = sizeof(data);
+	cr_assert_eq(eachobs__layout_init(&layout, sizeof(data), NULL, 0, 1), 0);
+	ld->layout = &layout;
 	ld->sampler = &sampler;
 	ld->npos = N;
 	ld->cap = 1;
