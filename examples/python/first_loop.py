@@ -7,7 +7,6 @@ import argparse
 argparse.ArgumentParser(description=__doc__).parse_args()
 
 import time
-
 import torch
 import eachobs
 
