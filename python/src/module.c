@@ -10,19 +10,25 @@
  *
  * The GIL: released around every call into the library that can wait
  * (start, next, close); a loader thread takes it only around a Python
- * getobs. Our own state shared between threads (the failures a getobs
- * kept, the ticker) has its own mutex, never the GIL.
+ * getobs (gil.h). Our own state shared between threads (the failures a
+ * getobs kept) has its own mutex, never the GIL.
  *
- * Ctrl-C: Python runs signal handlers on the main thread between
- * bytecodes, never while it waits in C. While the consumer waits, a ticker
- * thread calls eachobs_interrupt() every TICK_MS, so the wait returns
- * -EINTR and the consumer runs PyErr_CheckSignals() before waiting again.
+ * Ctrl-C: while the consumer waits, the ticker (ticker.h) interrupts it
+ * every TICK_MS, and it runs PyErr_CheckSignals() before waiting again.
+ *
+ * The other files: sample.c writes a Python sample into its fields,
+ * buffers.c is the allocator the library gets, types.c the Pool and Leaf
+ * types.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 
+#include "buffers.h"
+#include "gil.h"
 #include "sample.h"
+#include "ticker.h"
+#include "types.h"
 
 #include <dlpack/dlpack.h>
 #include <eachobs.h>
@@ -35,183 +41,9 @@
 #include <string.h>
 #include <time.h>
 
-enum { TICK_MS = 20 };
-
 static PyObject *LoaderError, *HoldError;
 
-/* ---- Pool: persistent threads that loaders borrow ------------------- */
-
-typedef struct {
-	PyObject_HEAD
-	eachobs_pool *pool;
-	uint64_t gen;            /* worker_init_fn runs once per thread */
-	atomic_uint next_worker; /* the ids worker_init_fn receives */
-} Pool;
-
-static atomic_ullong generations = 1;
-
-static int Pool_init(Pool *self, PyObject *args, PyObject *kw)
-{
-	static char *names[] = { "nthreads", NULL };
-	unsigned nthreads;
-	int rc;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "I", names, &nthreads))
-		return -1;
-	if (self->pool) {
-		PyErr_SetString(PyExc_RuntimeError, "Pool: already made");
-		return -1;
-	}
-	Py_BEGIN_ALLOW_THREADS
-	rc = eachobs_pool_create(&self->pool, nthreads);
-	Py_END_ALLOW_THREADS
-	if (rc < 0) {
-		PyErr_Format(rc == -EINVAL ? PyExc_ValueError : PyExc_OSError,
-			     "eachobs pool of %u threads: %s", nthreads,
-			     eachobs_last_error());
-		return -1;
-	}
-	self->gen = atomic_fetch_add(&generations, 1);
-	return 0;
-}
-
-static void Pool_dealloc(Pool *self)
-{
-	eachobs_pool *p = self->pool;
-
-	self->pool = NULL;
-	Py_BEGIN_ALLOW_THREADS
-	eachobs_pool_destroy(p);
-	Py_END_ALLOW_THREADS
-	Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyTypeObject PoolType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "eachobs._eachobs.Pool",
-	.tp_basicsize = sizeof(Pool),
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "Persistent loader threads (eachobs_pool).",
-	.tp_new = PyType_GenericNew,
-	.tp_init = (initproc)Pool_init,
-	.tp_dealloc = (destructor)Pool_dealloc,
-};
-
-/* ---- Leaf: one field's tensor, for numpy's from_dlpack --------------- */
-
-typedef struct {
-	PyObject_HEAD
-	PyObject *capsule;
-} Leaf;
-
-static void capsule_destructor(PyObject *cap)
-{
-	/* Renamed "used_dltensor" by the framework that took it over. */
-	if (PyCapsule_IsValid(cap, "dltensor")) {
-		DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
-		if (m && m->deleter)
-			m->deleter(m);
-	}
-}
-
-static PyObject *Leaf_dlpack(Leaf *self, PyObject *args, PyObject *kw)
-{
-	(void)args;
-	(void)kw;
-	if (!self->capsule) {
-		PyErr_SetString(PyExc_BufferError, "__dlpack__: taken already");
-		return NULL;
-	}
-	PyObject *c = self->capsule;
-	self->capsule = NULL;
-	return c;
-}
-
-static PyObject *Leaf_device(Leaf *self, PyObject *unused)
-{
-	(void)self;
-	(void)unused;
-	return Py_BuildValue("(ii)", (int)kDLCPU, 0);
-}
-
-static void Leaf_dealloc(Leaf *self)
-{
-	Py_XDECREF(self->capsule);
-	Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyMethodDef Leaf_methods[] = {
-	{ "__dlpack__", (PyCFunction)(void (*)(void))Leaf_dlpack,
-	  METH_VARARGS | METH_KEYWORDS, "The capsule, once." },
-	{ "__dlpack_device__", (PyCFunction)Leaf_device, METH_NOARGS,
-	  "CPU memory." },
-	{ NULL, NULL, 0, NULL },
-};
-
-static PyTypeObject LeafType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "eachobs._eachobs.Leaf",
-	.tp_basicsize = sizeof(Leaf),
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "A field of a batch, for numpy.from_dlpack.",
-	.tp_dealloc = (destructor)Leaf_dealloc,
-	.tp_methods = Leaf_methods,
-};
-
 /* ---- Loader: one epoch ---------------------------------------------- */
-
-/*
- * The buffers of one loader, from its allocator: recorded for data_ptr
- * checks and, with collate_fn, for the sample references left in them at
- * the end. Blocks that DLPack tensors still use are freed by the last
- * deleter, maybe after the Loader is gone, on any thread: so this state
- * has its own count (the Loader's reference and one per live block) and
- * lock, and is freed by whoever drops the last.
- */
-struct block {
-	void *ptr;
-	size_t size;
-	PyObject *keep; /* pin_memory: what owns the pinned memory */
-};
-
-struct buffers {
-	pthread_mutex_t lock;
-	atomic_uint refs;
-	bool collate;        /* blocks hold sample references */
-	PyObject *pin_alloc; /* not NULL: alloc(size) -> (address, owner) */
-	struct block blocks[4];
-	unsigned nblocks;
-};
-
-static struct buffers *buffers_new(bool collate, PyObject *pin_alloc)
-{
-	struct buffers *B = calloc(1, sizeof(*B));
-
-	if (!B)
-		return NULL;
-	pthread_mutex_init(&B->lock, NULL);
-	atomic_init(&B->refs, 1);
-	B->collate = collate;
-	Py_XINCREF(pin_alloc);
-	B->pin_alloc = pin_alloc;
-	return B;
-}
-
-/* Drop a reference; under the GIL when gil is true. */
-static void buffers_unref(struct buffers *B, bool gil)
-{
-	if (!B || atomic_fetch_sub(&B->refs, 1) != 1)
-		return;
-	if (B->pin_alloc) {
-		PyGILState_STATE g = gil ? PyGILState_UNLOCKED
-					 : PyGILState_Ensure();
-		Py_CLEAR(B->pin_alloc);
-		if (!gil)
-			PyGILState_Release(g);
-	}
-	pthread_mutex_destroy(&B->lock);
-	free(B);
-}
 
 typedef struct {
 	PyObject_HEAD
@@ -237,18 +69,10 @@ typedef struct {
 	PyObject *failures;
 	PyObject *fatal;
 	bool inited;
-	/* The ticker. */
-	pthread_t ticker;
-	bool ticker_started, ticker_quit; /* under lock */
-	atomic_bool ticking;  /* the consumer waits in the library */
-	atomic_bool ticker_idle; /* the ticker sleeps untimed */
-	pthread_cond_t tick;
+	struct ticker ticker;
 	/* The consumer is taking the GIL back: loader threads let it have it
-	 * before they take it again (see gil_for_consumer). */
-	atomic_bool consumer_wants_gil;
-	atomic_uint gil_waiters;
-	pthread_mutex_t gil_lock;
-	pthread_cond_t gil_free;
+	 * before they take it again (gil.h). */
+	struct gil_gate gil;
 	bool closed;
 	/* The library's consumer calls must not overlap: a Python thread in
 	 * next() (or checkpoint, stats) holds `busy`; a close from another
@@ -324,120 +148,12 @@ static int getobs_failed(Loader *L, size_t idx)
 	return -EIO;
 }
 
-/*
- * The GIL goes to the consumer first. A loader thread drops the GIL after
- * each sample and asks for it again at once; CPython hands it to a waiting
- * thread only after its switch interval (5 ms), so a consumer coming back
- * from the library would wait that long for each batch while loaders
- * take turns. So the consumer says it wants the GIL (consumer_wants_gil)
- * while it takes it, and a loader thread about to take it waits until the
- * consumer has it. The flag is cleared before the waiters are counted,
- * and a waiter counts itself before it reads the flag: one of the two
- * sees the other.
- */
-static void gil_for_consumer(Loader *L)
-{
-	if (!atomic_load(&L->consumer_wants_gil))
-		return;
-	pthread_mutex_lock(&L->gil_lock);
-	atomic_fetch_add(&L->gil_waiters, 1);
-	while (atomic_load(&L->consumer_wants_gil))
-		pthread_cond_wait(&L->gil_free, &L->gil_lock);
-	atomic_fetch_sub(&L->gil_waiters, 1);
-	pthread_mutex_unlock(&L->gil_lock);
-}
-
-/* The consumer has the GIL again. */
-static void consumer_has_gil(Loader *L)
-{
-	atomic_store(&L->consumer_wants_gil, false);
-	if (!atomic_load(&L->gil_waiters))
-		return;
-	pthread_mutex_lock(&L->gil_lock);
-	pthread_cond_broadcast(&L->gil_free);
-	pthread_mutex_unlock(&L->gil_lock);
-}
-
-/*
- * A Python thread state for each loader thread. PyGILState_Ensure on a
- * thread without one makes one, and the matching Release destroys it: a
- * few microseconds per sample, more than a small __getitem__ costs. So a
- * thread of the library keeps the one its first getobs made (its `outer`
- * Ensure is never released while it loads) and takes the GIL with it;
- * the thread's exit destroys it (thread_exit, a pthread key destructor:
- * pool threads exit when their pool does, an iterator's at its close,
- * which waits with the GIL released). A thread that had a state of its
- * own (the consumer, under THREADED and SERIAL) uses Ensure and Release,
- * which then only take and drop the GIL.
- */
-struct thread_py {
-	PyGILState_STATE outer;
-	PyThreadState *saved; /* NULL while this thread holds the GIL */
-};
-
-static pthread_key_t thread_py_key;
-static _Thread_local struct thread_py *thread_py;
-
-static int finalizing(void)
-{
-#if PY_VERSION_HEX >= 0x030D0000
-	return Py_IsFinalizing();
-#else
-	return _Py_IsFinalizing();
-#endif
-}
-
-static void thread_exit(void *p)
-{
-	struct thread_py *t = p;
-
-	/* Not PyGILState_Release: the thread's exit may have cleared the key
-	 * it finds the state by before this destructor runs. */
-	if (t->saved && Py_IsInitialized() && !finalizing()) {
-		PyEval_RestoreThread(t->saved);
-		PyThreadState_Clear(t->saved);
-		PyThreadState_DeleteCurrent(); /* and drops the GIL */
-	}
-	free(t);
-}
-
-/* Take the GIL on a loader thread: PyGILState_STATE for the threads with
- * their own state, or -1 for ours. */
-static int py_enter(void)
-{
-	struct thread_py *t = thread_py;
-
-	if (t) {
-		PyEval_RestoreThread(t->saved);
-		t->saved = NULL;
-		return -1;
-	}
-	if (PyGILState_GetThisThreadState())
-		return (int)PyGILState_Ensure();
-	t = calloc(1, sizeof(*t));
-	if (!t || pthread_setspecific(thread_py_key, t) != 0) {
-		free(t);
-		return (int)PyGILState_Ensure(); /* the slow way, still right */
-	}
-	t->outer = PyGILState_Ensure();
-	thread_py = t;
-	return -1;
-}
-
-static void py_leave(int g)
-{
-	if (g == -1)
-		thread_py->saved = PyEval_SaveThread();
-	else
-		PyGILState_Release((PyGILState_STATE)g);
-}
-
 static int py_getobs(void *ctx, size_t idx, void *obs)
 {
 	Loader *L = ctx;
 
-	gil_for_consumer(L);
-	int g = py_enter();
+	gil_gate_pass(&L->gil);
+	int g = gil_enter();
 	int rc = run_worker_init(L);
 	PyObject *sample = NULL;
 
@@ -456,148 +172,8 @@ static int py_getobs(void *ctx, size_t idx, void *obs)
 		Py_XDECREF(sample);
 	if (rc < 0)
 		rc = getobs_failed(L, idx);
-	py_leave(g);
+	gil_leave(g);
 	return rc;
-}
-
-/* Buffers: aligned, zeroed (with collate_fn, a slot of NULLs holds no
- * reference), recorded. Runs inside eachobs_parallel, GIL released. */
-static void *alloc_cb(void *ctx, size_t size, size_t align)
-{
-	struct buffers *B = ctx;
-	void *p = NULL;
-	PyObject *keep = NULL;
-
-	if (B->nblocks == sizeof(B->blocks) / sizeof(B->blocks[0]))
-		return NULL;
-	if (B->pin_alloc) {
-		PyGILState_STATE g = PyGILState_Ensure();
-		PyObject *r = PyObject_CallFunction(B->pin_alloc, "n",
-						    (Py_ssize_t)(size + align));
-		unsigned long long addr = 0;
-		if (r && PyArg_ParseTuple(r, "KO", &addr, &keep) && addr) {
-			Py_INCREF(keep);
-			p = (void *)(((uintptr_t)addr + align - 1) &
-				     ~(uintptr_t)(align - 1));
-			memset(p, 0, size);
-		} else {
-			PyErr_WriteUnraisable(B->pin_alloc);
-		}
-		Py_XDECREF(r);
-		PyGILState_Release(g);
-	} else if (posix_memalign(&p, align, size) == 0) {
-		memset(p, 0, size);
-	} else {
-		p = NULL;
-	}
-	if (!p)
-		return NULL;
-	pthread_mutex_lock(&B->lock);
-	B->blocks[B->nblocks++] = (struct block){ p, size, keep };
-	pthread_mutex_unlock(&B->lock);
-	atomic_fetch_add(&B->refs, 1);
-	return p;
-}
-
-/* With collate_fn: the references still in slots nobody took. */
-static void drop_references(void *ptr, size_t size)
-{
-	PyObject **o = ptr;
-
-	for (size_t i = 0; i < size / sizeof(*o); i++)
-		Py_CLEAR(o[i]);
-}
-
-/* In eachobs_close (GIL released), or in the last DLPack deleter, on any
- * thread, GIL held or not. */
-static void free_cb(void *ctx, void *ptr, size_t size)
-{
-	struct buffers *B = ctx;
-	struct block b = { 0 };
-
-	pthread_mutex_lock(&B->lock);
-	for (unsigned i = 0; i < B->nblocks; i++)
-		if (B->blocks[i].ptr == ptr) {
-			b = B->blocks[i];
-			B->blocks[i] = B->blocks[--B->nblocks];
-			break;
-		}
-	pthread_mutex_unlock(&B->lock);
-	if (!b.ptr)
-		return;
-	if ((B->collate || b.keep) && Py_IsInitialized()) {
-		PyGILState_STATE g = PyGILState_Ensure();
-		if (B->collate)
-			drop_references(ptr, size);
-		Py_CLEAR(b.keep);
-		PyGILState_Release(g);
-	}
-	if (!B->pin_alloc)
-		free(ptr);
-	buffers_unref(B, false);
-}
-
-/* ---- the ticker ---------------------------------------------------- */
-
-/*
- * While the consumer waits in the library, interrupt it every TICK_MS so
- * that it can run Python's signal handlers. The consumer only sets
- * `ticking` (an atomic store per call); the ticker sleeps untimed once it
- * finds it clear, and the consumer signals it only then, so a loop that
- * calls next() often costs no wake-ups.
- */
-static void *ticker_main(void *arg)
-{
-	Loader *L = arg;
-
-	pthread_mutex_lock(&L->lock);
-	while (!L->ticker_quit) {
-		if (!atomic_load(&L->ticking)) {
-			/* idle, then ticking read again: a consumer that set
-			 * ticking after the first read sees idle and signals
-			 * (under the lock, so once this waits). */
-			atomic_store(&L->ticker_idle, true);
-			if (!atomic_load(&L->ticking))
-				pthread_cond_wait(&L->tick, &L->lock);
-			atomic_store(&L->ticker_idle, false);
-			continue;
-		}
-		struct timespec t;
-		clock_gettime(CLOCK_REALTIME, &t);
-		t.tv_nsec += TICK_MS * 1000000L;
-		if (t.tv_nsec >= 1000000000L) {
-			t.tv_sec++;
-			t.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&L->tick, &L->lock, &t);
-		eachobs_iter *it = atomic_load(&L->it);
-		if (atomic_load(&L->ticking) && it)
-			eachobs_interrupt(it);
-	}
-	pthread_mutex_unlock(&L->lock);
-	return NULL;
-}
-
-static void ticker_set(Loader *L, bool on)
-{
-	atomic_store(&L->ticking, on);
-	if (!on || !atomic_load(&L->ticker_idle))
-		return;
-	pthread_mutex_lock(&L->lock);
-	pthread_cond_signal(&L->tick);
-	pthread_mutex_unlock(&L->lock);
-}
-
-static void ticker_stop(Loader *L)
-{
-	if (!L->ticker_started)
-		return;
-	pthread_mutex_lock(&L->lock);
-	L->ticker_quit = true;
-	pthread_cond_signal(&L->tick);
-	pthread_mutex_unlock(&L->lock);
-	pthread_join(L->ticker, NULL);
-	L->ticker_started = false;
 }
 
 /* ---- start ---------------------------------------------------------- */
@@ -680,9 +256,7 @@ static int Loader_init(Loader *L, PyObject *args, PyObject *kw)
 		    &resume, &pool, &worker_init, &pin_alloc))
 		return -1;
 	pthread_mutex_init(&L->lock, NULL);
-	pthread_cond_init(&L->tick, NULL);
-	pthread_mutex_init(&L->gil_lock, NULL);
-	pthread_cond_init(&L->gil_free, NULL);
+	gil_gate_init(&L->gil);
 	pthread_cond_init(&L->idle, NULL);
 	L->inited = true;
 	L->failures = PyDict_New();
@@ -727,7 +301,7 @@ static int Loader_init(Loader *L, PyObject *args, PyObject *kw)
 		L->init_gen = L->pool->gen;
 		L->next_worker = &L->pool->next_worker;
 	} else {
-		L->init_gen = atomic_fetch_add(&generations, 1);
+		L->init_gen = next_generation();
 		L->next_worker = &L->own_next_worker;
 	}
 	if (indices != Py_None &&
@@ -749,7 +323,7 @@ static int Loader_init(Loader *L, PyObject *args, PyObject *kw)
 	};
 	for (size_t k = 0; k < L->nfields; k++)
 		data.obs_size += L->fields[k];
-	eachobs_allocator a = { alloc_cb, free_cb, L->buffers };
+	eachobs_allocator a = { buffers_alloc, buffers_free, L->buffers };
 	eachobs_options o = {
 		.nthreads = nthreads,
 		.buffersize = (size_t)buffersize,
@@ -789,8 +363,7 @@ static int Loader_init(Loader *L, PyObject *args, PyObject *kw)
 		return -1;
 	}
 	atomic_store(&L->it, it);
-	if (pthread_create(&L->ticker, NULL, ticker_main, L) == 0)
-		L->ticker_started = true;
+	ticker_start(&L->ticker, &L->it); /* without it, Ctrl-C waits */
 	return 0;
 }
 
@@ -941,16 +514,16 @@ static PyObject *next_item(Loader *L, eachobs_iter *it)
 	int rc;
 
 	for (;;) {
-		ticker_set(L, true);
+		ticker_set(&L->ticker, true);
 		Py_BEGIN_ALLOW_THREADS
 		if (L->batchsize)
 			rc = eachobs_next_batch(it, &b);
 		else
 			rc = eachobs_next(it, &obs, &idx);
-		ticker_set(L, false);
-		atomic_store(&L->consumer_wants_gil, true);
+		ticker_set(&L->ticker, false);
+		gil_gate_want(&L->gil);
 		Py_END_ALLOW_THREADS
-		consumer_has_gil(L);
+		gil_gate_got(&L->gil);
 		if (L->fatal)
 			return raise_fatal(L);
 		if (rc != -EINTR)
@@ -983,13 +556,7 @@ static void wait_for_consumer(Loader *L, eachobs_iter *it)
 	pthread_mutex_lock(&L->lock);
 	while (atomic_load(&L->busy)) {
 		eachobs_interrupt(it);
-		struct timespec t;
-		clock_gettime(CLOCK_REALTIME, &t);
-		t.tv_nsec += TICK_MS * 1000000L;
-		if (t.tv_nsec >= 1000000000L) {
-			t.tv_sec++;
-			t.tv_nsec -= 1000000000L;
-		}
+		struct timespec t = ticker_deadline(TICK_MS);
 		pthread_cond_timedwait(&L->idle, &L->lock, &t);
 	}
 	pthread_mutex_unlock(&L->lock);
@@ -1004,7 +571,7 @@ static void loader_close(Loader *L)
 		wait_for_consumer(L, it);
 	it = atomic_exchange(&L->it, NULL);
 	L->closed = true;
-	ticker_stop(L);
+	ticker_stop(&L->ticker);
 	if (it) {
 		Py_BEGIN_ALLOW_THREADS
 		eachobs_close(it);
@@ -1068,24 +635,8 @@ static PyObject *Loader_stats(Loader *L, PyObject *unused)
 
 static PyObject *Loader_blocks(Loader *L, PyObject *unused)
 {
-	struct buffers *B = L->buffers;
-	PyObject *out = PyList_New(0);
-
 	(void)unused;
-	if (!B)
-		return out;
-	pthread_mutex_lock(&B->lock);
-	for (unsigned i = 0; out && i < B->nblocks; i++) {
-		PyObject *t = Py_BuildValue("(Kn)",
-					    (unsigned long long)(uintptr_t)
-						    B->blocks[i].ptr,
-					    (Py_ssize_t)B->blocks[i].size);
-		if (!t || PyList_Append(out, t) < 0)
-			Py_CLEAR(out);
-		Py_XDECREF(t);
-	}
-	pthread_mutex_unlock(&B->lock);
-	return out;
+	return L->buffers ? buffers_list(L->buffers) : PyList_New(0);
 }
 
 static int Loader_traverse(Loader *L, visitproc visit, void *arg)
@@ -1111,11 +662,9 @@ static void Loader_dealloc(Loader *L)
 	Py_CLEAR(L->fatal);
 	buffers_unref(L->buffers, true);
 	if (L->inited) {
-		pthread_cond_destroy(&L->tick);
 		pthread_mutex_destroy(&L->lock);
-		pthread_cond_destroy(&L->gil_free);
+		gil_gate_fini(&L->gil);
 		pthread_cond_destroy(&L->idle);
-		pthread_mutex_destroy(&L->gil_lock);
 	}
 	Py_TYPE(L)->tp_free((PyObject *)L);
 }
@@ -1151,18 +700,6 @@ static PyTypeObject LoaderType = {
 
 /* ---- the module ---------------------------------------------------- */
 
-static PyObject *make_leaf(PyObject *mod, PyObject *cap)
-{
-	(void)mod;
-	Leaf *l = PyObject_New(Leaf, &LeafType);
-
-	if (!l)
-		return NULL;
-	Py_INCREF(cap);
-	l->capsule = cap;
-	return (PyObject *)l;
-}
-
 static PyMethodDef module_methods[] = {
 	{ "leaf", make_leaf, METH_O,
 	  "An object with __dlpack__ over a capsule (numpy.from_dlpack)." },
@@ -1177,8 +714,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__eachobs(void)
 {
-	if (pthread_key_create(&thread_py_key, thread_exit) != 0)
-		return PyErr_NoMemory();
+	if (gil_init() < 0)
+		return NULL;
 	if (PyType_Ready(&PoolType) < 0 || PyType_Ready(&LeafType) < 0 ||
 	    PyType_Ready(&LoaderType) < 0)
 		return NULL;
