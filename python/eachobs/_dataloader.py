@@ -5,6 +5,7 @@ import atexit
 import math
 import os
 import random
+import threading
 import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, Optional
@@ -296,10 +297,32 @@ class DataLoader:
             self._pool = _eachobs.Pool(self._threads())
         return self._pool
 
+    def _collate_order(self, order, epoch: int) -> np.ndarray:
+        """With a collate_fn, the epoch's order made here: the sampler's
+        (or 0 .. n-1), shuffled by (seed, epoch), then this shard's part as
+        DistributedSampler takes it (padded by wrapping around, or
+        truncated with drop_last)."""
+        base = (np.arange(self.numobs, dtype=np.uint64) if order is None
+                else order)
+        if self.shuffle:
+            rng = np.random.Generator(np.random.PCG64([self.seed, epoch]))
+            base = base[rng.permutation(len(base))]
+        count = self.shard_count
+        if count > 1 and len(base):
+            if self.drop_last:
+                base = base[:len(base) - len(base) % count]
+            else:
+                base = np.concatenate([base, np.resize(base,
+                                                       -len(base) % count)])
+            base = base[self.shard_index::count]
+        return base
+
     def _start(self, epoch: int, resume: Optional[dict]):
-        """The sampler's order (or None) and the extension's Loader for
-        one epoch."""
+        """The sampler's order (or None), the extension's Loader for one
+        epoch, and with a collate_fn its batches (else None)."""
         order = self._order(resume)
+        if self.collate_fn is not None:
+            return (order, *self._start_collating(epoch, order, resume))
         empty = (order is not None and len(order) == 0) or self.numobs == 0
         serial = self.num_workers == 0 or self.executor == "serial"
         collate = self.collate_fn is not None
@@ -334,7 +357,30 @@ class DataLoader:
             pool=None if serial else self._pool_of(),
             worker_init=self.worker_init_fn,
             pin_alloc=_pinned_block if self.pin_memory else None,
-        )
+        ), None
+
+    def _start_collating(self, epoch: int, order, resume: Optional[dict]):
+        """The Loader over the epoch's batches (_Batches), each loaded and
+        collated by one thread, yielded as collate_fn returned it."""
+        batches = _Batches(self, self._collate_order(order, epoch))
+        serial = self.num_workers == 0 or self.executor == "serial"
+        workers = 1 if serial else self._threads()
+        c = _eachobs.Loader(
+            dataset=batches, numobs=len(batches), getobs=0, ctx=0, plan=[],
+            fields=[1], specs=[(1, 8, (1,))], tensor_type=None,
+            collate=self.collate_fn, batchsize=0,
+            executor=_EXECUTORS["serial" if serial else self.executor],
+            ordered=self.in_order,
+            nthreads=0 if serial else (self.num_workers or 0),
+            buffersize=(self.prefetch_factor * workers
+                        if self.prefetch_factor and not serial else 0),
+            hold=self.hold, skip=self.on_error == "skip", indices=None,
+            shuffle=False, seed=0, epoch=0, shard_index=0, shard_count=1,
+            drop_last=False,
+            resume=resume["checkpoint"] if resume else None,
+            pool=None if serial else self._pool_of(),
+            worker_init=self.worker_init_fn, pin_alloc=None)
+        return c, batches
 
     def _converters(self) -> list:
         """Per field: capsule -> what the batch holds."""
@@ -444,6 +490,55 @@ class DataLoader:
             pass
 
 
+class _Batches:
+    """With a collate_fn: the epoch's batches as a dataset of their own,
+    batch b = collate_fn([dataset[i] for i in its indices]), so that the
+    library's threads load and collate whole batches, collate_fn running
+    on a loader thread as PyTorch's does in a worker. The order is made
+    here (a permutation fixed by seed and epoch, then the shard), and the
+    library visits the batches as they are."""
+
+    def __init__(self, loader: "DataLoader", order: np.ndarray):
+        self.dataset = loader.dataset
+        self.collate_fn = loader.collate_fn
+        self.skip = loader.on_error == "skip"
+        self.single = loader.batch_size is None
+        size = loader.batch_size or 1
+        n = len(order)
+        count = n // size if loader.drop_last else -(-n // size)
+        self.chunks = [order[k * size:(k + 1) * size] for k in range(count)]
+        self.failures = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def _sample(self, i: int):
+        try:
+            return self.dataset[i]
+        except Exception as e:
+            e.add_note(f"raised by dataset[{i}] on a loader thread")
+            raise
+
+    def __getitem__(self, b: int):
+        samples = []
+        for i in self.chunks[b].tolist():
+            try:
+                samples.append(self._sample(i))
+            except Exception:
+                if not self.skip:
+                    raise
+                with self._lock:
+                    self.failures += 1
+        if self.single:
+            return self.collate_fn(samples[0]) if samples else _SKIPPED
+        return self.collate_fn(samples) if samples else _SKIPPED
+
+
+# A batch whose every sample failed under on_error="skip".
+_SKIPPED = object()
+
+
 class _Epoch(Iterator):
     """One pass over the dataset: the batches, in place."""
 
@@ -452,7 +547,7 @@ class _Epoch(Iterator):
         self.epoch = epoch
         self.indices = None
         self._c = None
-        self.indices, c = loader._start(epoch, resume)
+        self.indices, c, self._batches = loader._start(epoch, resume)
         self._c = c
         self._collate = loader.collate_fn
         if loader._layout is not None and self._collate is None:
@@ -481,8 +576,10 @@ class _Epoch(Iterator):
         if item is None:
             self.close()
             raise StopIteration
-        if self._collate is not None:
-            return self._collate(item)
+        if self._collate is not None:  # collated on a loader thread
+            if item[0] is _SKIPPED:
+                return self.__next__()
+            return item[0]
         return self._build([f(x) for f, x in zip(self._conv, item)])
 
     def checkpoint(self) -> Optional[bytes]:
@@ -491,16 +588,21 @@ class _Epoch(Iterator):
     def stats(self) -> Dict[str, int]:
         if self._c is None:
             return dict(self._loader._last_stats)
-        return self._c.stats()
+        st = self._c.stats()
+        if self._batches is not None:  # with a collate_fn, samples fail
+            st["failures"] += self._batches.failures  # inside a batch
+        return st
 
     def close(self) -> None:
-        c, self._c = self._c, None
-        if c is not None:
-            try:
-                self._loader._last_stats = c.stats()
-            except LoaderError:  # another thread is in next(): close waits
-                pass
-            c.close()
+        c = self._c
+        if c is None:
+            return
+        try:
+            self._loader._last_stats = self.stats()
+        except LoaderError:  # another thread is in next(): close waits
+            pass
+        self._c = None
+        c.close()
 
     def __del__(self) -> None:
         self.close()

@@ -106,6 +106,30 @@ static int run_worker_init(Loader *L)
 	return r ? 0 : -1;
 }
 
+/* Whether e says already where it was raised (the batches of a
+ * collate_fn name the sample, not the batch). */
+static bool already_noted(PyObject *e)
+{
+	static PyObject *prefix;
+	PyObject *notes = PyObject_GetAttrString(e, "__notes__");
+	bool found = false;
+
+	if (!notes || (!prefix && !(prefix = PyUnicode_InternFromString(
+					    "raised by dataset[")))) {
+		Py_XDECREF(notes);
+		PyErr_Clear();
+		return false;
+	}
+	for (Py_ssize_t i = 0; PyList_Check(notes) &&
+			       i < PyList_GET_SIZE(notes) && !found; i++) {
+		PyObject *n = PyList_GET_ITEM(notes, i);
+		found = PyUnicode_Check(n) &&
+			PyUnicode_Tailmatch(n, prefix, 0, PY_SSIZE_T_MAX, -1) == 1;
+	}
+	Py_DECREF(notes);
+	return found;
+}
+
 /* The exception a getobs raised: kept for the consumer (STOP), counted
  * by the library (SKIP), or, for one that is not an Exception
  * (KeyboardInterrupt, SystemExit), kept to end the epoch with. */
@@ -117,8 +141,11 @@ static int getobs_failed(Loader *L, size_t idx)
 	PyErr_NormalizeException(&type, &value, &tb);
 	if (tb)
 		PyException_SetTraceback(value, tb);
-	PyObject *note = PyUnicode_FromFormat("raised by dataset[%zu] on a "
-					      "loader thread", idx);
+	PyObject *note = already_noted(value)
+				 ? NULL
+				 : PyUnicode_FromFormat("raised by dataset[%zu] "
+							"on a loader thread",
+							idx);
 	if (note) {
 		PyObject *r = PyObject_CallMethod(value, "add_note", "O", note);
 		Py_XDECREF(r);

@@ -203,8 +203,91 @@ def test_collate_fn_gets_the_samples_and_its_result_is_yielded():
     got = list(words)
     assert [g[0] for g in got] == ["batch"] * 5
     assert [x for g in got for x in g[1]] == [str(i) for i in range(30)]
-    single = eachobs.DataLoader(ds, batch_size=None, collate_fn=lambda s: s)
-    assert [x for g in single for x in g] == list(range(30))
+    # batch_size=None: collate_fn gets each sample, as PyTorch's does.
+    single = eachobs.DataLoader(ds, batch_size=None, collate_fn=lambda s: -s)
+    assert list(single) == [-i for i in range(30)]
+
+
+@pytest.mark.parametrize("in_order", [True, False], ids=["ordered", "unordered"])
+@pytest.mark.parametrize("executor", ["threaded", "background"])
+def test_collate_fn_runs_on_the_loader_threads(executor, in_order):
+    import threading
+    main = threading.get_ident()
+    where = []
+
+    def collate(samples):
+        where.append(threading.get_ident())
+        return samples
+
+    ds = Samples(200, "int", slow_s=0.0005)
+    loader = eachobs.DataLoader(ds, batch_size=8, num_workers=2,
+                                executor=executor, in_order=in_order,
+                                collate_fn=collate)
+    got = [x for b in loader for x in b]
+    assert sorted(got) == list(range(200))
+    if in_order:
+        assert got == list(range(200))
+    if executor == "background":
+        assert main not in where, "collate_fn ran on the training thread"
+    assert len(set(where) - {main}) >= 1
+
+
+@pytest.mark.parametrize("options", [
+    dict(shuffle=True, seed=4), dict(shard_index=2, shard_count=3),
+    dict(shuffle=True, seed=1, shard_index=0, shard_count=2, drop_last=True),
+    dict(sampler=[9, 3, 3, 70, 5, 1, 2, 8, 0]),
+], ids=["shuffle", "shard", "shuffle-shard-drop", "sampler"])
+def test_collate_fn_batches_follow_the_order_options(options):
+    torch = pytest.importorskip("torch")
+    ds = Samples(103, "int")
+    ours = eachobs.DataLoader(ds, batch_size=5, collate_fn=list, **options)
+    theirs = eachobs.DataLoader(ds, batch_size=5, **options)
+    a = [x for b in ours for x in b]
+    assert len(ours) == len(theirs) == sum(1 for _ in ours)
+
+    def every_shard(collate):
+        count = options.get("shard_count", 1)
+        out = []
+        for s in range(count):
+            kw = dict(options, shard_index=s) if count > 1 else options
+            loader = eachobs.DataLoader(ds, batch_size=5, collate_fn=collate,
+                                        **kw)
+            out += [x for t in loader for x in (t if collate else t.tolist())]
+        return sorted(out)
+
+    # The shards together: the same samples as without a collate_fn (the
+    # shuffles differ, the split does not; drop_last drops as many).
+    ours_all, theirs_all = every_shard(list), every_shard(None)
+    if options.get("drop_last"):
+        assert len(ours_all) == len(theirs_all)
+        assert len(set(ours_all)) == len(ours_all)
+    else:
+        assert ours_all == theirs_all
+    if "sampler" in options:
+        assert a == options["sampler"]
+    if options.get("shuffle"):
+        again = eachobs.DataLoader(ds, batch_size=5, collate_fn=list,
+                                   **options)
+        assert [x for t in again for x in t] == a, "fixed by seed and epoch"
+        assert [x for t in again for x in t] != a, "a new epoch reshuffles"
+
+
+def test_collate_fn_failures_name_the_sample_or_are_skipped():
+    class Bad(Samples):
+        def __getitem__(self, i):
+            if i in (7, 8, 30):
+                raise KeyError(f"no sample {i}")
+            return super().__getitem__(i)
+
+    with pytest.raises(KeyError) as e:
+        list(eachobs.DataLoader(Bad(40, "int"), batch_size=4, collate_fn=list))
+    assert e.value.__notes__ == ["raised by dataset[7] on a loader thread"]
+    loader = eachobs.DataLoader(Bad(40, "int"), batch_size=4, collate_fn=list,
+                                on_error="skip")
+    it = iter(loader)
+    got = [x for b in it for x in b]
+    assert sorted(got) == [i for i in range(40) if i not in (7, 8, 30)]
+    assert loader.stats()["failures"] == 3
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["fresh", "persistent"])

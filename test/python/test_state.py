@@ -106,3 +106,20 @@ def test_a_state_of_another_order_is_refused(change, words):
     state = a.state_dict()
     with pytest.raises(ValueError, match=words):
         make(**change).load_state_dict(state)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_collate_fn_loader_continues_the_epoch_too(executor):
+    def make():
+        return eachobs.DataLoader(Samples(100, "int"), batch_size=6,
+                                  shuffle=True, seed=2, collate_fn=list,
+                                  executor=executor, in_order=False)
+
+    first = make()
+    it = iter(first)
+    before = [x for _, b in zip(range(5), it) for x in b]
+    state = pickle.loads(pickle.dumps(first.state_dict()))
+    second = make()
+    second.load_state_dict(state)
+    rest = [x for b in second for x in b]
+    assert sorted(before + rest) == list(range(100))
