@@ -134,12 +134,27 @@ static DLManagedTensor *make_tensor(eachobs_iter *it, struct lease *l,
 	return &t->m;
 }
 
+/* The checked specs' tensors, sharing one lease of data: 0, or what
+ * lending the item failed with (then nothing is made). */
+static int lend(eachobs_iter *it, const void *data,
+		const eachobs_dlpack_field *fields, size_t nfields,
+		DLManagedTensor **out)
+{
+	struct eachobs__buf b;
+	struct lease *l = lease_alloc(nfields);
+
+	if (!l)
+		return -ENOMEM;
+	int rc = lease_take(it, l, data, nfields, &b);
+	for (size_t k = 0; rc == 0 && k < nfields; k++)
+		out[k] = make_tensor(it, l, k, &b, fields[k].dtype,
+				     fields[k].ndim, fields[k].shape);
+	return rc;
+}
+
 int eachobs_dlpack(eachobs_iter *it, const void *data, DLDataType dtype,
 		   int ndim, const int64_t *shape, DLManagedTensor **out)
 {
-	struct eachobs__buf b;
-	int rc = 0;
-
 	if (out)
 		*out = NULL;
 	if (!it || !data || !shape || !out)
@@ -150,23 +165,19 @@ int eachobs_dlpack(eachobs_iter *it, const void *data, DLDataType dtype,
 		return eachobs__fail(-EINVAL, "eachobs_dlpack: the observations "
 				     "have %zu fields: eachobs_dlpack_fields "
 				     "makes a tensor of each", it->layout.n);
-	rc = check_field(it, 0, dtype, ndim, shape, 1);
+	int rc = check_field(it, 0, dtype, ndim, shape, 1);
 	if (rc < 0)
 		return rc;
-	struct lease *l = lease_alloc(1);
-	if (!l)
-		return -ENOMEM;
-	rc = lease_take(it, l, data, 1, &b);
-	if (rc == 0)
-		*out = make_tensor(it, l, 0, &b, dtype, ndim, shape);
-	return rc;
+	eachobs_dlpack_field f = { .dtype = dtype, .ndim = ndim };
+	for (int i = 0; i < ndim; i++)
+		f.shape[i] = shape[i];
+	return lend(it, data, &f, 1, out);
 }
 
 int eachobs_dlpack_fields(eachobs_iter *it, const void *data,
 			  const eachobs_dlpack_field *fields, size_t nfields,
 			  DLManagedTensor **out)
 {
-	struct eachobs__buf b;
 	int rc = 0;
 
 	if (!it || !data || !fields || !out)
@@ -182,14 +193,5 @@ int eachobs_dlpack_fields(eachobs_iter *it, const void *data,
 	for (size_t k = 0; rc == 0 && k < nfields; k++)
 		rc = check_field(it, k, fields[k].dtype, fields[k].ndim,
 				 fields[k].shape, 0);
-	if (rc < 0)
-		return rc;
-	struct lease *l = lease_alloc(nfields);
-	if (!l)
-		return -ENOMEM;
-	rc = lease_take(it, l, data, nfields, &b);
-	for (size_t k = 0; rc == 0 && k < nfields; k++)
-		out[k] = make_tensor(it, l, k, &b, fields[k].dtype,
-				     fields[k].ndim, fields[k].shape);
-	return rc;
+	return rc < 0 ? rc : lend(it, data, fields, nfields, out);
 }
