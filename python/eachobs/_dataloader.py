@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import random
 import threading
@@ -205,8 +204,8 @@ class DataLoader:
 
     @staticmethod
     def _seed_of(seed, generator) -> int:
-        if seed is not None:
-            return _int("seed", seed, 0, (1 << 64) - 1)
+        if seed is not None:  # checked in __init__
+            return seed
         torch = _torch()
         if torch is not None:
             t = torch.empty((), dtype=torch.int64)
@@ -324,10 +323,7 @@ class DataLoader:
         if self.collate_fn is not None:
             return (order, *self._start_collating(epoch, order, resume))
         empty = (order is not None and len(order) == 0) or self.numobs == 0
-        serial = self.num_workers == 0 or self.executor == "serial"
-        collate = self.collate_fn is not None
-        layout = None if collate or empty else self._layout_of(order)
-        workers = 1 if serial else self._threads()
+        layout = None if empty else self._layout_of(order)
         return order, _eachobs.Loader(
             dataset=self.dataset,
             numobs=self.numobs,
@@ -337,15 +333,8 @@ class DataLoader:
             fields=layout.fields if layout else [1],
             specs=layout.specs if layout else [(1, 8, (1,))],
             tensor_type=_torch().Tensor if _torch() else None,
-            collate=self.collate_fn,
+            collate=None,
             batchsize=self.batch_size or 0,
-            executor=_EXECUTORS["serial" if serial else self.executor],
-            ordered=self.in_order,
-            nthreads=0 if serial else (self.num_workers or 0),
-            buffersize=(self.prefetch_factor * workers
-                        if self.prefetch_factor and not serial else 0),
-            hold=self.hold,
-            skip=self.on_error == "skip",
             indices=order,
             shuffle=self.shuffle,
             seed=self.seed,
@@ -353,33 +342,37 @@ class DataLoader:
             shard_index=self.shard_index,
             shard_count=self.shard_count,
             drop_last=self.drop_last,
-            resume=resume["checkpoint"] if resume else None,
-            pool=None if serial else self._pool_of(),
-            worker_init=self.worker_init_fn,
             pin_alloc=_pinned_block if self.pin_memory else None,
+            **self._engine_options(resume),
         ), None
 
-    def _start_collating(self, epoch: int, order, resume: Optional[dict]):
-        """The Loader over the epoch's batches (_Batches), each loaded and
-        collated by one thread, yielded as collate_fn returned it."""
-        batches = _Batches(self, self._collate_order(order, epoch))
+    def _engine_options(self, resume: Optional[dict]) -> dict:
+        """The Loader's arguments for who loads, how far ahead, and from
+        where it resumes: the same with a collate_fn or without."""
         serial = self.num_workers == 0 or self.executor == "serial"
         workers = 1 if serial else self._threads()
-        c = _eachobs.Loader(
-            dataset=batches, numobs=len(batches), getobs=0, ctx=0, plan=[],
-            fields=[1], specs=[(1, 8, (1,))], tensor_type=None,
-            collate=self.collate_fn, batchsize=0,
+        return dict(
             executor=_EXECUTORS["serial" if serial else self.executor],
             ordered=self.in_order,
             nthreads=0 if serial else (self.num_workers or 0),
             buffersize=(self.prefetch_factor * workers
                         if self.prefetch_factor and not serial else 0),
-            hold=self.hold, skip=self.on_error == "skip", indices=None,
-            shuffle=False, seed=0, epoch=0, shard_index=0, shard_count=1,
-            drop_last=False,
+            hold=self.hold,
+            skip=self.on_error == "skip",
             resume=resume["checkpoint"] if resume else None,
             pool=None if serial else self._pool_of(),
-            worker_init=self.worker_init_fn, pin_alloc=None)
+            worker_init=self.worker_init_fn)
+
+    def _start_collating(self, epoch: int, order, resume: Optional[dict]):
+        """The Loader over the epoch's batches (_Batches), each loaded and
+        collated by one thread, yielded as collate_fn returned it."""
+        batches = _Batches(self, self._collate_order(order, epoch))
+        c = _eachobs.Loader(
+            dataset=batches, numobs=len(batches), getobs=0, ctx=0, plan=[],
+            fields=[1], specs=[(1, 8, (1,))], tensor_type=None,
+            collate=self.collate_fn, batchsize=0, indices=None,
+            shuffle=False, seed=0, epoch=0, shard_index=0, shard_count=1,
+            drop_last=False, pin_alloc=None, **self._engine_options(resume))
         return c, batches
 
     def _converters(self) -> list:
