@@ -3,11 +3,13 @@
 # side with the peers"): installs what is missing, builds a release
 # build in build-peers, runs eachobs and every peer that is available on
 # the same TimeDataset cases in one run, prints one table, and writes
-# bench-results/peers.csv and bench-results/peers.png.
+# bench-results/peers.csv and bench-results/peers.png. Then the machine's
+# own limit beside eachobs's no-op cost (build-peers/bench/ring, quick or
+# not as this run): its table, and bench-results/ring.csv.
 #
 # Usage: tools/peers.sh [--help] [--quick] [--with-torch] [--reps R]
-#   --quick       n / 10, one repetition, PyTorch at P = 2 only: about
-#                 a minute (70 s on a busy 2-core machine)
+#   --quick       n / 10, one repetition, PyTorch at P = 2 only, ring
+#                 --quick: about a minute (70 s on a busy 2-core machine)
 #   --with-torch  also install libtorch-dev and python3-torch (about
 #                 1.5 GB; checked against df first) for the two torch peers
 #   --reps R      repetitions per cell (default 3; a cell stops repeating
@@ -185,4 +187,16 @@ if [ -n "$skipped" ]; then
 	echo "# skipped:$skipped"
 else
 	echo "# skipped: none"
+fi
+
+# The hand-off limit of this machine (a ck_ring between busy threads)
+# beside eachobs's own cost per item, so that every report names both.
+ring_args=""
+[ "$quick" = 0 ] || ring_args=--quick
+echo "peers.sh: ring ($(($(date +%s) - start)) s)" >&2
+echo
+# shellcheck disable=SC2086
+if ! build-peers/bench/ring $ring_args --csv "$out/ring.csv"; then
+	echo "peers.sh: build-peers/bench/ring $ring_args failed" >&2
+	echo "# ring: failed"
 fi
