@@ -72,6 +72,13 @@ void eachobs__event_wait(struct eachobs__event *ev, eachobs__cond_fn cond,
 /* Wake up to nwake sleepers if there are any (call after changing the
  * condition). Cheap when nobody waits: a fence and a load. */
 void eachobs__event_notify(struct eachobs__event *ev, int nwake);
+/* For a wait that should end almost at once: sleep in slices of slice_ns,
+ * testing cond between them, so that the notifier may use notify_lazy,
+ * which costs no fence but may be missed (for at most a slice). */
+void eachobs__event_wait_sliced(struct eachobs__event *ev,
+				eachobs__cond_fn cond, const void *arg,
+				unsigned spins, uint64_t slice_ns);
+void eachobs__event_notify_lazy(struct eachobs__event *ev, int nwake);
 static inline void eachobs__cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

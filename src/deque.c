@@ -52,11 +52,11 @@ static void spread_tasks(struct eachobs__deques *q, size_t nunits)
 }
 
 int eachobs__deques_init(struct eachobs__deques *q, unsigned n, size_t nunits,
-			 size_t basesize, const _Atomic bool *stop)
+			 size_t basesize, const _Atomic size_t *halt)
 {
 	q->n = n;
 	q->basesize = basesize;
-	q->stop = stop;
+	q->halt = halt;
 	q->d = eachobs__alloc_aligned(n * sizeof(*q->d));
 	if (!q->d)
 		return -ENOMEM;
@@ -184,7 +184,7 @@ size_t eachobs__deques_claim(struct eachobs__deques *q, unsigned self,
 	     round++) {
 		if (atomic_load_explicit(&q->unclaimed, memory_order_relaxed) ==
 			    0 ||
-		    atomic_load_explicit(q->stop, memory_order_relaxed))
+		    atomic_load_explicit(q->halt, memory_order_relaxed) == 0)
 			break;
 		if (steal(q, self, first)) {
 			cost->stole = true;

@@ -8,7 +8,7 @@
  * not a list, memory does not grow with nunits.
  *
  * Every index is claimed exactly once, by whichever thread gets it first.
- * Knows nothing of iterators: its callers say when to give up (`stop`).
+ * Knows nothing of iterators: its callers say when to give up (`halt`).
  */
 #ifndef EACHOBS_DEQUE_H
 #define EACHOBS_DEQUE_H
@@ -36,9 +36,10 @@ struct eachobs__deques {
 	size_t basesize;           /* indices per task */
 	/* Indices still in some deque; claims give up once it is 0. */
 	_Atomic size_t unclaimed EACHOBS__ALIGNED;
-	/* Set by the owner of the work when nothing more may be claimed (a
-	 * close, a failure): a claim waiting for a busy victim gives up. */
-	const _Atomic bool *stop;
+	/* The owner's halt word, lowered to 0 when nothing more may be
+	 * claimed (a close, a failure): a claim waiting for a busy victim
+	 * gives up. */
+	const _Atomic size_t *halt;
 };
 
 /* What one claim cost its thread: whether it stole, and the time it spent
@@ -51,14 +52,14 @@ struct eachobs__claim_cost {
 /* n deques sharing [0, nunits) in tasks of basesize (>= 1): worker j gets
  * the j-th of n nearly equal runs of whole tasks. 0 or -ENOMEM. */
 int eachobs__deques_init(struct eachobs__deques *q, unsigned n, size_t nunits,
-			 size_t basesize, const _Atomic bool *stop);
+			 size_t basesize, const _Atomic size_t *halt);
 void eachobs__deques_fini(struct eachobs__deques *q);
 
 /*
  * Worker self: claim a run of up to max consecutive indices from the front
  * of its own deque, or one index stolen from the richest other deque (the
  * back half of its tasks moves into self's deque). The count claimed and
- * the first in *first; 0 when no index is left or stop is set. A steal
+ * the first in *first; 0 when no index is left or *halt is 0. A steal
  * that lost a race retries while indices are unclaimed (yielding the CPU
  * after a few spins: the thread it follows may be preempted).
  */

@@ -25,6 +25,17 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t expected)
 		NULL, 0);
 }
 
+/* The same, for at most ns nanoseconds. */
+static void futex_wait_for(_Atomic uint32_t *word, uint32_t expected,
+			   uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000u),
+			       (long)(ns % 1000000000u) };
+
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, &ts,
+		NULL, 0);
+}
+
 static void futex_wake(_Atomic uint32_t *word, int n)
 {
 	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL,
@@ -82,6 +93,42 @@ void eachobs__event_wait(struct eachobs__event *ev, eachobs__cond_fn cond,
 		futex_wait(&ev->epoch, key);
 	}
 	atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+}
+
+/*
+ * A waiter for something that should never take long to come (an empty
+ * item that a producer's credit guarantees) sleeps in slices, so that
+ * its notifier may skip the fence: the fence was the dearest part of
+ * giving an item back, once per item, for a wait that almost never
+ * happens. A notification the waiter misses costs it at most one slice.
+ */
+void eachobs__event_wait_sliced(struct eachobs__event *ev,
+				eachobs__cond_fn cond, const void *arg,
+				unsigned spins, uint64_t slice_ns)
+{
+	for (unsigned i = 0; i < spins; i++) {
+		if (cond(arg))
+			return;
+		eachobs__cpu_relax();
+	}
+	atomic_fetch_add_explicit(&ev->waiters, 1, memory_order_seq_cst);
+	atomic_thread_fence(memory_order_seq_cst);
+	for (;;) {
+		uint32_t key =
+			atomic_load_explicit(&ev->epoch, memory_order_acquire);
+		if (cond(arg))
+			break;
+		futex_wait_for(&ev->epoch, key, slice_ns);
+	}
+	atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+}
+
+void eachobs__event_notify_lazy(struct eachobs__event *ev, int nwake)
+{
+	if (atomic_load_explicit(&ev->waiters, memory_order_relaxed) == 0)
+		return;
+	atomic_fetch_add_explicit(&ev->epoch, 1, memory_order_release);
+	futex_wake(&ev->epoch, nwake);
 }
 
 void eachobs__event_notify(struct eachobs__event *ev, int nwake)

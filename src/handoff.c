@@ -1,12 +1,14 @@
 /*
- * The unordered hand-off (handoff.h): two ck_rings of item pointers,
- * credits, and the event counts loaders and the consumer sleep on.
+ * The unordered hand-off (handoff.h): a pair of ck_rings of item pointers
+ * per producer, spare empty items, credits, and the event counts
+ * producers and the consumer sleep on.
  */
 #define _GNU_SOURCE
 #include "handoff.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <string.h>
 
 #if defined(__SANITIZE_THREAD__)
 #define EACHOBS_TSAN 1
@@ -59,105 +61,177 @@ static unsigned ring_size_for(size_t n)
 }
 
 /*
- * Loaders that found no credit sleep until half the buffer is free again,
- * not until one credit is: waking a loader per returned credit made
- * loaders and consumer take turns, a futex call and a context switch per
- * item. Woken together at the half mark, they refill in a burst while the
- * consumer drains without sleeping. The consumer never waits on this, so
- * the hysteresis adds no latency to what it receives.
+ * Producers that found no credit sleep until half the buffer is free
+ * again, not until one credit is: waking a producer per returned credit
+ * made producers and consumer take turns, a futex call and a context
+ * switch per item. Woken together at the half mark, they refill in a
+ * burst while the consumer drains without sleeping. The consumer never
+ * waits on this, so the hysteresis adds no latency to what it receives.
  *
- * Only while half the buffer is at least one credit per loader: with a
- * smaller buffer, waking every sleeper at the half mark woke loaders that
- * found no credit left and slept again, for every item. Then the rule is
- * one credit, one wake-up.
+ * Only while half the buffer is at least one credit per producer: with a
+ * smaller buffer, waking every sleeper at the half mark woke producers
+ * that found no credit left and slept again, for every item. Then the
+ * rule is one credit, one wake-up.
  */
-static size_t resume_at(size_t buffersize, unsigned nloaders)
+static size_t resume_at(size_t buffersize, unsigned nlanes)
 {
 	size_t half = buffersize / 2;
 
-	return half >= nloaders ? half : 1;
+	return half >= nlanes ? half : 1;
+}
+
+/* What the consumer gives back at once: a quarter of the buffer, at most
+ * EACHOBS__FLUSH_MAX, at least one. */
+static size_t flush_at(size_t buffersize)
+{
+	size_t q = buffersize / 4;
+
+	return q < 1 ? 1 : q > EACHOBS__FLUSH_MAX ? EACHOBS__FLUSH_MAX : q;
+}
+
+static int init_lane(struct eachobs__lane *l, unsigned rs, unsigned fs)
+{
+	l->ready_buf = eachobs__calloc(rs, sizeof(*l->ready_buf));
+	l->free_buf = eachobs__calloc(fs, sizeof(*l->free_buf));
+	if (!l->ready_buf || !l->free_buf)
+		return -ENOMEM;
+	ck_ring_init(&l->ready, rs);
+	ck_ring_init(&l->free, fs);
+	return 0;
 }
 
 int eachobs__handoff_init(struct eachobs__handoff *h, size_t buffersize,
-			  size_t nitems, unsigned nloaders)
+			  size_t nitems, unsigned nlanes,
+			  const _Atomic size_t *halt)
 {
-	unsigned rs = ring_size_for(buffersize), fs = ring_size_for(nitems);
+	/* A lane's ready ring may hold every credit; its free ring keeps a
+	 * few items, the spare ring all of them. */
+	unsigned rs = ring_size_for(buffersize);
+	unsigned fs = ring_size_for(EACHOBS__LANE_FREE);
 
 	eachobs__event_init(&h->ev_ready);
 	eachobs__event_init(&h->ev_room);
 	eachobs__event_init(&h->ev_free);
+	h->halt = halt;
 	h->buffersize = buffersize;
-	h->resume_at = resume_at(buffersize, nloaders);
-	h->ready_buf = eachobs__calloc(rs, sizeof(*h->ready_buf));
-	h->free_buf = eachobs__calloc(fs, sizeof(*h->free_buf));
-	if (!h->ready_buf || !h->free_buf)
-		return -ENOMEM;
-	ck_ring_init(&h->ready, rs);
-	pthread_mutex_init(&h->producer_lock, NULL);
-	h->lock_ready = true;
-	ck_ring_init(&h->free, fs);
+	h->resume_at = resume_at(buffersize, nlanes);
+	h->flush_at = flush_at(buffersize);
 	atomic_init(&h->credits, buffersize);
+	h->spare_buf = eachobs__calloc(ring_size_for(nitems),
+				       sizeof(*h->spare_buf));
+	h->lanes = eachobs__alloc_aligned(nlanes * sizeof(*h->lanes));
+	if (!h->spare_buf || !h->lanes)
+		return -ENOMEM;
+	ck_ring_init(&h->spare, ring_size_for(nitems));
+	memset(h->lanes, 0, nlanes * sizeof(*h->lanes));
+	h->nlanes = nlanes;
+	for (unsigned j = 0; j < nlanes; j++)
+		if (init_lane(&h->lanes[j], rs, fs) < 0)
+			return -ENOMEM;
 	return 0;
 }
 
 void eachobs__handoff_fini(struct eachobs__handoff *h)
 {
-	if (h->lock_ready)
-		pthread_mutex_destroy(&h->producer_lock);
-	eachobs__free(h->ready_buf);
-	eachobs__free(h->free_buf);
-	h->lock_ready = false;
-	h->ready_buf = h->free_buf = NULL;
+	for (unsigned j = 0; h->lanes && j < h->nlanes; j++) {
+		eachobs__free(h->lanes[j].ready_buf);
+		eachobs__free(h->lanes[j].free_buf);
+	}
+	eachobs__free(h->lanes);
+	eachobs__free(h->spare_buf);
+	h->lanes = NULL;
+	h->spare_buf = NULL;
+	h->nlanes = 0;
 }
 
-bool eachobs__handoff_closed(const struct eachobs__handoff *h)
+bool eachobs__handoff_halted(const struct eachobs__handoff *h)
 {
-	return atomic_load_explicit(&h->closed, memory_order_acquire);
+	return atomic_load_explicit(h->halt, memory_order_acquire) == 0;
 }
 
-void eachobs__handoff_close(struct eachobs__handoff *h)
+void eachobs__handoff_wake(struct eachobs__handoff *h)
 {
-	atomic_store_explicit(&h->closed, true, memory_order_release);
 	eachobs__event_notify_single(&h->ev_ready, NULL, NULL);
 	eachobs__event_notify(&h->ev_room, INT_MAX);
 	eachobs__event_notify(&h->ev_free, INT_MAX);
 }
 
-/* ---- free items ------------------------------------------------------- */
+/* ---- empty items ------------------------------------------------------ */
 
-void *eachobs__handoff_try_get_free(struct eachobs__handoff *h)
+static void *dequeue_free(ck_ring_t *r, ck_ring_buffer_t *buf)
 {
 	void *item;
 
-	if (!ck_ring_dequeue_spmc(&h->free, h->free_buf, &item))
+	if (!ck_ring_dequeue_spmc(r, buf, &item))
 		return NULL;
 	return take_over(item);
 }
 
-static bool free_or_closed(const void *arg)
+/* Its own lane first: nobody else takes from there unless it ran dry, so
+ * its line stays with the producer. */
+void *eachobs__handoff_try_get_free(struct eachobs__handoff *h, unsigned lane)
 {
-	struct eachobs__handoff *h = (struct eachobs__handoff *)arg;
+	void *item = dequeue_free(&h->lanes[lane].free, h->lanes[lane].free_buf);
 
-	return ck_ring_size(&h->free) > 0 || eachobs__handoff_closed(h);
+	if (item)
+		return item;
+	if ((item = dequeue_free(&h->spare, h->spare_buf)))
+		return item;
+	for (unsigned k = 1; k < h->nlanes; k++) {
+		struct eachobs__lane *l = &h->lanes[(lane + k) % h->nlanes];
+		if ((item = dequeue_free(&l->free, l->free_buf)))
+			return item;
+	}
+	return NULL;
 }
 
-void *eachobs__handoff_get_free(struct eachobs__handoff *h)
+struct free_test {
+	struct eachobs__handoff *h;
+	unsigned lane;
+};
+
+static bool any_free_or_halted(const void *arg)
 {
+	const struct free_test *t = arg;
+	struct eachobs__handoff *h = t->h;
+
+	if (ck_ring_size(&h->spare) > 0 || eachobs__handoff_halted(h))
+		return true;
+	for (unsigned j = 0; j < h->nlanes; j++)
+		if (ck_ring_size(&h->lanes[j].free) > 0)
+			return true;
+	return false;
+}
+
+/* Not expected to wait (the caller's credits, or the items' count,
+ * guarantee an empty item): the wait is a safety net, in 1 ms slices so
+ * that put_free need not fence (event.c). */
+void *eachobs__handoff_get_free(struct eachobs__handoff *h, unsigned lane)
+{
+	struct free_test t = { h, lane };
+
 	for (;;) {
-		void *item = eachobs__handoff_try_get_free(h);
-		if (item || eachobs__handoff_closed(h))
+		void *item = eachobs__handoff_try_get_free(h, lane);
+		if (item || eachobs__handoff_halted(h))
 			return item;
-		eachobs__event_wait_timed(&h->ev_free, free_or_closed, h,
-					  EACHOBS__LOADER_SPINS);
+		eachobs__event_wait_sliced(&h->ev_free, any_free_or_halted, &t,
+					   EACHOBS__LOADER_SPINS, 1000000);
 	}
 }
 
+/* Back to the lane the consumer last took from, which is loading, unless
+ * it keeps enough; then to the spares. */
 void eachobs__handoff_put_free(struct eachobs__handoff *h, void *item)
 {
+	struct eachobs__lane *l = &h->lanes[h->back];
+
 	hand_over(item);
-	/* Cannot fail: the ring holds more entries than there are items. */
-	ck_ring_enqueue_spmc(&h->free, h->free_buf, item);
-	eachobs__event_notify(&h->ev_free, 1);
+	/* Cannot fail: the spare ring holds more entries than there are
+	 * items. */
+	if (ck_ring_size(&l->free) >= EACHOBS__LANE_FREE ||
+	    !ck_ring_enqueue_spmc(&l->free, l->free_buf, item))
+		ck_ring_enqueue_spmc(&h->spare, h->spare_buf, item);
+	eachobs__event_notify_lazy(&h->ev_free, 1);
 }
 
 /* ---- credits ------------------------------------------------------- */
@@ -177,97 +251,176 @@ size_t eachobs__handoff_try_take_credits(struct eachobs__handoff *h,
 	return 0;
 }
 
-static bool room_or_closed(const void *arg)
+static bool room_or_halted(const void *arg)
 {
 	const struct eachobs__handoff *h = arg;
 
 	return atomic_load_explicit(&h->credits, memory_order_relaxed) >=
 		       h->resume_at ||
-	       eachobs__handoff_closed(h);
+	       eachobs__handoff_halted(h);
 }
 
+/*
+ * A producer out of credits first waits a few microseconds for any credit
+ * (the consumer gives them back in groups), then sleeps until half the
+ * buffer is free. With a consumer that takes an item in tens of
+ * nanoseconds, the half buffer it had left lasted less than the wake-up
+ * of a sleeping producer, and the consumer then waited: once per half
+ * buffer, a context switch each side.
+ */
 size_t eachobs__handoff_take_credits(struct eachobs__handoff *h, size_t want)
 {
+	for (unsigned i = 0; i < EACHOBS__ROOM_SPINS; i++) {
+		size_t k = eachobs__handoff_try_take_credits(h, want);
+		if (k)
+			return k;
+		if (eachobs__handoff_halted(h))
+			return 0;
+		eachobs__cpu_relax();
+	}
 	for (;;) {
 		size_t k = eachobs__handoff_try_take_credits(h, want);
 		if (k)
 			return k;
-		if (eachobs__handoff_closed(h))
+		if (eachobs__handoff_halted(h))
 			return 0;
-		eachobs__event_wait_timed(&h->ev_room, room_or_closed, h,
-					  EACHOBS__LOADER_SPINS);
+		eachobs__event_wait_timed(&h->ev_room, room_or_halted, h, 0);
 	}
 }
 
-/* With hysteresis, only a return that crosses the half mark wakes
- * (everybody); without, each returned credit wakes one sleeper. */
+/*
+ * With hysteresis, a return that crosses the half mark wakes one
+ * sleeper, and each further step of (buffersize - half) / producers one
+ * more: waking them all at once (a herd) sent every producer to refill a
+ * buffer that one of them could keep full, and all of them back to sleep
+ * together, a context switch each per half buffer. A producer that
+ * cannot keep up lets the credits climb to the next step, which wakes
+ * the next. Without hysteresis, each returned credit wakes one sleeper.
+ */
+static size_t steps_crossed(const struct eachobs__handoff *h, size_t before,
+			    size_t after)
+{
+	size_t step = (h->buffersize - h->resume_at) / h->nlanes;
+
+	if (step == 0)
+		step = 1;
+	if (after < h->resume_at)
+		return 0;
+	size_t hi = (after - h->resume_at) / step + 1;
+	size_t lo = before < h->resume_at ? 0
+					  : (before - h->resume_at) / step + 1;
+	return hi - lo;
+}
+
 void eachobs__handoff_give_credits(struct eachobs__handoff *h, size_t k)
 {
 	size_t before = atomic_fetch_add_explicit(&h->credits, k,
 						  memory_order_release);
+	size_t wake = h->resume_at == 1 ? k
+					: steps_crossed(h, before, before + k);
 
-	if (h->resume_at == 1)
+	if (wake)
 		eachobs__event_notify(&h->ev_room,
-				      (int)(k < INT_MAX ? k : INT_MAX));
-	else if (before < h->resume_at && before + k >= h->resume_at)
-		eachobs__event_notify(&h->ev_room, INT_MAX);
+				      (int)(wake < INT_MAX ? wake : INT_MAX));
 }
 
 /* ---- ready items ---------------------------------------------------- */
 
-static bool ready_or_closed(const void *arg)
+static bool any_ready(const struct eachobs__handoff *h)
 {
-	struct eachobs__handoff *h = (struct eachobs__handoff *)arg;
-
-	return ck_ring_size(&h->ready) > 0 || eachobs__handoff_closed(h);
+	for (unsigned j = 0; j < h->nlanes; j++)
+		if (ck_ring_size(&h->lanes[j].ready) > 0)
+			return true;
+	return false;
 }
 
-/*
- * ck's multi-producer enqueue makes each producer spin until every earlier
- * one has committed; with more threads than cores, a producer preempted in
- * that window left the others spinning for whole time slices. A mutex
- * makes them sleep instead, and the ring is single-producer underneath.
- */
-void eachobs__handoff_publish(struct eachobs__handoff *h, void *const *items,
-			      size_t k)
+static bool ready_or_halted(const void *arg)
 {
+	const struct eachobs__handoff *h = arg;
+
+	return any_ready(h) || eachobs__handoff_halted(h);
+}
+
+/* One producer per lane: no lock, no spinning on another producer. */
+void eachobs__handoff_publish(struct eachobs__handoff *h, unsigned lane,
+			      void *const *items, size_t k)
+{
+	struct eachobs__lane *l = &h->lanes[lane];
+
 	if (k == 0)
 		return;
 	for (size_t i = 0; i < k; i++)
 		hand_over(items[i]);
-	pthread_mutex_lock(&h->producer_lock);
-	/* Cannot fail: credits keep the ring below its capacity. */
+	/* Cannot fail: credits keep every lane below its capacity. */
 	for (size_t i = 0; i < k; i++)
-		ck_ring_enqueue_spsc(&h->ready, h->ready_buf, items[i]);
-	pthread_mutex_unlock(&h->producer_lock);
-	eachobs__event_notify_single(&h->ev_ready, ready_or_closed, h);
+		ck_ring_enqueue_spsc(&l->ready, l->ready_buf, items[i]);
+	eachobs__event_notify_single(&h->ev_ready, ready_or_halted, h);
 }
 
-bool eachobs__handoff_put_ready(struct eachobs__handoff *h, void *item)
+bool eachobs__handoff_put_ready(struct eachobs__handoff *h, unsigned lane,
+				void *item)
 {
 	while (!eachobs__handoff_try_take_credits(h, 1)) {
-		if (eachobs__handoff_closed(h))
+		if (eachobs__handoff_halted(h))
 			return false;
-		eachobs__event_wait_timed(&h->ev_room, room_or_closed, h,
+		eachobs__event_wait_timed(&h->ev_room, room_or_halted, h,
 					  EACHOBS__LOADER_SPINS);
 	}
-	eachobs__handoff_publish(h, &item, 1);
+	eachobs__handoff_publish(h, lane, &item, 1);
 	return true;
+}
+
+static void settle(struct eachobs__handoff *h)
+{
+	if (h->owed) {
+		eachobs__handoff_give_credits(h, h->owed);
+		h->owed = 0;
+	}
+}
+
+/* What waits in every lane, now and then (stats only: the sum reads
+ * every lane's line). */
+static void sample_waiting(struct eachobs__handoff *h)
+{
+	size_t waiting = 1; /* the item just taken */
+
+	for (unsigned j = 0; j < h->nlanes; j++)
+		waiting += ck_ring_size(&h->lanes[j].ready);
+	if (waiting > h->max_waiting)
+		h->max_waiting = waiting;
+}
+
+/* The lane it is on while it has items (a producer's run comes out
+ * together), but no more than EACHOBS__LANE_STREAK in a row while
+ * another lane has some, so that a fast producer cannot keep the others'
+ * items waiting; then the next lane that has any. */
+static void next_lane(struct eachobs__handoff *h)
+{
+	h->cursor = h->cursor + 1 < h->nlanes ? h->cursor + 1 : 0;
+	h->streak = 0;
 }
 
 void *eachobs__handoff_get_ready(struct eachobs__handoff *h)
 {
 	void *item;
 
-	if (!ck_ring_dequeue_spsc(&h->ready, h->ready_buf, &item))
-		return NULL;
-	take_over(item);
-	/* What waited, counting the item just taken (stats only). */
-	size_t waiting = ck_ring_size(&h->ready) + 1;
-	if (waiting > h->max_waiting)
-		h->max_waiting = waiting;
-	eachobs__handoff_give_credits(h, 1);
-	return item;
+	if (h->streak >= EACHOBS__LANE_STREAK)
+		next_lane(h);
+	for (unsigned k = 0; k < h->nlanes; k++) {
+		struct eachobs__lane *l = &h->lanes[h->cursor];
+		if (ck_ring_dequeue_spsc(&l->ready, l->ready_buf, &item)) {
+			take_over(item);
+			h->back = h->cursor;
+			h->streak++;
+			if ((h->taken++ & 15) == 0)
+				sample_waiting(h);
+			if (++h->owed >= h->flush_at)
+				settle(h);
+			return item;
+		}
+		next_lane(h);
+	}
+	return NULL;
 }
 
 struct wake_test {
@@ -280,7 +433,7 @@ static bool consumer_wakes(const void *arg)
 {
 	const struct wake_test *w = arg;
 
-	return ready_or_closed(w->h) || (w->also && w->also(w->arg));
+	return ready_or_halted(w->h) || (w->also && w->also(w->arg));
 }
 
 void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
@@ -288,6 +441,12 @@ void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
 {
 	struct wake_test w = { h, also, arg };
 
+	/* What it owes may be what the producers wait for; and with nothing
+	 * ready, every producer that sleeps should be loading. */
+	settle(h);
+	if (atomic_load_explicit(&h->credits, memory_order_relaxed) >=
+	    h->resume_at)
+		eachobs__event_notify(&h->ev_room, INT_MAX);
 	eachobs__event_wait_single(&h->ev_ready, consumer_wakes, &w,
 				   EACHOBS__CONSUMER_SPINS);
 }

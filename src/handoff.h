@@ -1,24 +1,34 @@
 /*
  * The unordered hand-off: items (an iterator's slots; here just pointers)
- * travel between loaders and one consumer through two concurrencykit
- * rings.
+ * travel between producers and one consumer through concurrencykit rings,
+ * each ring with one producer, so that no producer waits for another.
  *
- *   free:  empty items. The consumer gives them back; loaders take them.
- *   ready: loaded items. Loaders put them (under a mutex), the consumer
- *          alone takes them.
+ *   lanes: one per producer (each loader, and the consumer when it helps);
+ *          lane j's ready ring holds what producer j loaded, in the order
+ *          it loaded them, and only j puts there. The consumer gathers
+ *          across the lanes: it takes from the lane it is on while it
+ *          has items, up to EACHOBS__LANE_STREAK in a row, then moves on.
+ *          Each lane also keeps a few empty items for its producer.
+ *   spare: empty items beyond what the lanes keep.
  *
- * Invariant (credits): a loader takes a credit before it puts an item and
- * the consumer gives it back when it takes one, so at most `buffersize`
- * items wait in `ready`, and with buffersize + loaders + 1 items a loader
- * holding a credit always finds a free one (docs/design.md says why).
+ * Invariant (credits): a producer takes a credit before it puts an item
+ * and the consumer gives it back once it took the item, so at most
+ * `buffersize` items wait in all lanes together, and with
+ * buffersize + producers + 1 items a producer holding a credit always
+ * finds an empty one somewhere (docs/design.md says why); empty items are
+ * looked for in the producer's lane, then among the spares, then in the
+ * other lanes. The consumer gives credits back in small groups (at most
+ * a quarter of the buffer, and at once before it sleeps), so that it
+ * touches the count the producers share once per group, not per item.
  *
  * Nothing blocks in ck_ring, so waiting is done with event counts: the
- * consumer sleeps until an item arrives; loaders without credit sleep
+ * consumer sleeps until an item arrives; producers without credit sleep
  * until half the buffer is free again (or until one credit is, when half
- * the buffer is less than a credit per loader).
+ * the buffer is less than a credit per producer).
  *
- * Knows nothing of iterators: the owner closes it (every wait returns) and
- * says what else wakes the consumer.
+ * Knows nothing of iterators: the owner's halt word ends it (once it is 0
+ * every wait returns, puts fail and gets find nothing new), the owner
+ * wakes the sleepers, and says what else wakes the consumer.
  */
 #ifndef EACHOBS_HANDOFF_H
 #define EACHOBS_HANDOFF_H
@@ -26,73 +36,99 @@
 #include "base.h"
 
 #include <ck_ring.h>
-#include <pthread.h>
 
-struct eachobs__handoff {
-	/* Each ring's heads are on lines of their own (ck pads them); the
-	 * rings start on lines of their own too, so that the loaders' claims
-	 * on `free` do not share a line with `ready`'s size the consumer
-	 * reads. */
-	ck_ring_t ready EACHOBS__ALIGNED; /* loaded items; loaders -> consumer */
-	ck_ring_t free EACHOBS__ALIGNED;  /* empty items; consumer -> loaders */
-	/* Read-mostly: fixed at init, `closed` set once. */
+/* Empty items a lane keeps for its producer (the rest are spares); the
+ * most credits the consumer gives back at once; the most items it takes
+ * from one lane in a row. */
+enum {
+	EACHOBS__LANE_FREE = 32,
+	EACHOBS__FLUSH_MAX = 16,
+	EACHOBS__LANE_STREAK = 32,
+	/* Pauses a producer out of credits waits for any before it sleeps
+	 * (handoff.c). */
+	EACHOBS__ROOM_SPINS = 256
+};
+
+struct eachobs__lane {
+	ck_ring_t ready EACHOBS__ALIGNED; /* producer -> consumer */
+	ck_ring_t free EACHOBS__ALIGNED;  /* consumer -> producer (others may
+					   * take from it when theirs is
+					   * empty) */
 	ck_ring_buffer_t *ready_buf EACHOBS__ALIGNED;
 	ck_ring_buffer_t *free_buf;
+} EACHOBS__ALIGNED;
+
+struct eachobs__handoff {
+	/* Read-mostly: fixed at init. */
+	struct eachobs__lane *lanes EACHOBS__ALIGNED;
+	unsigned nlanes;
 	size_t buffersize;
-	size_t resume_at;                /* credits that wake loaders */
-	bool lock_ready;                 /* producer_lock was initialized */
-	_Atomic bool closed;
-	size_t max_waiting;              /* consumer only: most in `ready` */
-	/* Serializes puts to `ready`; written by every put. */
-	pthread_mutex_t producer_lock EACHOBS__ALIGNED;
-	/* Room left for loaded items: buffersize minus what waits in
-	 * `ready` and what loaders hold credits for. */
+	size_t resume_at;                /* credits that wake producers */
+	size_t flush_at;                 /* credits the consumer gives back
+					  * at once */
+	const _Atomic size_t *halt;      /* the owner's: 0 ends everything */
+	ck_ring_t spare;                 /* empty items beyond the lanes' */
+	ck_ring_buffer_t *spare_buf;
+	/* The consumer's own. */
+	unsigned cursor EACHOBS__ALIGNED; /* the lane it takes from */
+	unsigned streak;                  /* items taken from it in a row */
+	unsigned back;                    /* the lane empty items go back to */
+	size_t owed;                      /* credits taken, not given back */
+	size_t taken;                     /* items taken (stats sampling) */
+	size_t max_waiting;               /* most that waited (stats) */
+	/* Room left for loaded items: buffersize minus what waits in the
+	 * lanes, what producers hold credits for, and what the consumer
+	 * owes. */
 	_Atomic size_t credits EACHOBS__ALIGNED;
 	/* The consumer sleeps on ev_ready (single-waiter protocol). */
 	struct eachobs__event ev_ready EACHOBS__ALIGNED;
-	struct eachobs__event ev_room EACHOBS__ALIGNED;  /* loaders sleep */
-	struct eachobs__event ev_free;                   /* loaders, rarely */
+	struct eachobs__event ev_room EACHOBS__ALIGNED;  /* producers sleep */
+	struct eachobs__event ev_free;                   /* producers, rarely */
 };
 
-/* Room for nitems items, credits for buffersize (>= 1) of them in
- * `ready`, for nloaders loaders; the caller then puts each item with
- * eachobs__handoff_put_free. 0 or -ENOMEM (call fini all the same). */
+/* Room for nitems items, credits for buffersize (>= 1) of them in the
+ * lanes, for nlanes (>= 1) producers, ended by *halt becoming 0; the
+ * caller then puts each item with eachobs__handoff_put_free. 0 or
+ * -ENOMEM (call fini all the same). */
 int eachobs__handoff_init(struct eachobs__handoff *h, size_t buffersize,
-			  size_t nitems, unsigned nloaders);
+			  size_t nitems, unsigned nlanes,
+			  const _Atomic size_t *halt);
 void eachobs__handoff_fini(struct eachobs__handoff *h);
-/* Every wait returns from now on (puts fail, gets find nothing); wakes
- * every sleeper. */
-void eachobs__handoff_close(struct eachobs__handoff *h);
-bool eachobs__handoff_closed(const struct eachobs__handoff *h);
+/* Wake every sleeper to test its conditions again (async-signal-safe;
+ * after the owner set the halt word to 0, every wait returns). */
+void eachobs__handoff_wake(struct eachobs__handoff *h);
+bool eachobs__handoff_halted(const struct eachobs__handoff *h);
 
-/* Loaders (and a helping consumer): an empty item, or NULL. get_free
- * waits for one (NULL only once closed); the credits a caller holds
- * guarantee it need not. */
-void *eachobs__handoff_try_get_free(struct eachobs__handoff *h);
-void *eachobs__handoff_get_free(struct eachobs__handoff *h);
+/* Producer `lane` (and only it): an empty item, or NULL. get_free waits
+ * for one (NULL only once halted); the credits a caller holds guarantee
+ * it need not. */
+void *eachobs__handoff_try_get_free(struct eachobs__handoff *h,
+				    unsigned lane);
+void *eachobs__handoff_get_free(struct eachobs__handoff *h, unsigned lane);
 /* Consumer: give an item back empty. */
 void eachobs__handoff_put_free(struct eachobs__handoff *h, void *item);
 
-/* Loaders: between 1 and want credits, waiting while there are none (0
- * once closed); the same without waiting (0: none now); and giving back
+/* Producers: between 1 and want credits, waiting while there are none (0
+ * once halted); the same without waiting (0: none now); and giving back
  * credits not used. */
 size_t eachobs__handoff_take_credits(struct eachobs__handoff *h, size_t want);
 size_t eachobs__handoff_try_take_credits(struct eachobs__handoff *h,
 					 size_t want);
 void eachobs__handoff_give_credits(struct eachobs__handoff *h, size_t k);
-/* Loaders: put k loaded items whose credits the caller holds, with one
- * lock and one wake-up. */
-void eachobs__handoff_publish(struct eachobs__handoff *h, void *const *items,
-			      size_t k);
-/* Loaders: take a credit (waiting for one) and put a loaded item; false
- * once closed (the item is not put). */
-bool eachobs__handoff_put_ready(struct eachobs__handoff *h, void *item);
+/* Producer `lane`: put k loaded items whose credits it holds, with one
+ * wake-up. */
+void eachobs__handoff_publish(struct eachobs__handoff *h, unsigned lane,
+			      void *const *items, size_t k);
+/* Producer `lane`: take a credit (waiting for one) and put a loaded
+ * item; false once halted (the item is not put). */
+bool eachobs__handoff_put_ready(struct eachobs__handoff *h, unsigned lane,
+				void *item);
 
-/* Consumer: a loaded item, or NULL when none waits; its credit goes back
- * to the loaders. */
+/* Consumer: a loaded item, or NULL when none waits in any lane. */
 void *eachobs__handoff_get_ready(struct eachobs__handoff *h);
-/* Consumer, having found none: sleep until an item is ready, the hand-off
- * is closed, or also(arg) holds (NULL: nothing else). */
+/* Consumer, having found none: give back what it owes, and sleep until
+ * an item is ready, the hand-off is halted, or also(arg) holds (NULL:
+ * nothing else). */
 void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
 				 eachobs__cond_fn also, const void *arg);
 /* Wake the consumer if it sleeps, to test its own conditions again. */

@@ -27,13 +27,13 @@ size_t eachobs__hold_spares(bool swap, unsigned hold)
 }
 
 int eachobs__hold_init(struct eachobs__hold *h, unsigned hold, bool swap,
-		       void (*give_back)(void *arg, struct eachobs__slot *),
-		       void *arg, struct eachobs__arena *arena)
+		       void (*give_back)(eachobs_iter *, struct eachobs__slot *),
+		       eachobs_iter *owner, struct eachobs__arena *arena)
 {
 	h->automatic = hold == 0;
 	h->swap = swap && hold > 0;
 	h->give_back = give_back;
-	h->arg = arg;
+	h->owner = owner;
 	h->arena = arena;
 	h->max = hold ? hold : 1;
 	h->items = eachobs__calloc(h->max, sizeof(*h->items));
@@ -87,7 +87,7 @@ const struct eachobs__buf *eachobs__hold_take(struct eachobs__hold *h,
 		 * soon as the give-back is seen. */
 		slot->b = h->spares[--h->nspares];
 		item->slot = NULL;
-		h->give_back(h->arg, slot);
+		h->give_back(h->owner, slot);
 	}
 	return &item->b;
 }
@@ -97,7 +97,7 @@ static void drop(struct eachobs__hold *h, unsigned i)
 	struct eachobs__held *item = &h->items[i];
 
 	if (item->slot)
-		h->give_back(h->arg, item->slot);
+		h->give_back(h->owner, item->slot);
 	else
 		h->spares[h->nspares++] = item->b;
 	*item = h->items[--h->n];

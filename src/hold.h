@@ -16,6 +16,7 @@
 #define EACHOBS_HOLD_H
 
 #include "arena.h"
+#include "eachobs.h"
 #include "slot.h"
 
 struct eachobs__held {
@@ -32,9 +33,10 @@ struct eachobs__hold {
 	struct eachobs__held *items;
 	struct eachobs__buf *spares;  /* when swapping: free buffers */
 	unsigned nspares;
-	/* Where a slot goes back to the loaders: give_back(arg, slot). */
-	void (*give_back)(void *arg, struct eachobs__slot *slot);
-	void *arg;
+	/* Where a slot goes back to the loaders: give_back(owner, slot);
+	 * the owner is opaque here. */
+	void (*give_back)(eachobs_iter *owner, struct eachobs__slot *slot);
+	eachobs_iter *owner;
 	/* Where tensor deleters give items back (NULL: nowhere). */
 	struct eachobs__arena *arena;
 };
@@ -45,8 +47,8 @@ size_t eachobs__hold_spares(bool swap, unsigned hold);
  * descriptors (h->spares) for the caller to point at memory. 0 or
  * -ENOMEM; eachobs__hold_fini either way. */
 int eachobs__hold_init(struct eachobs__hold *h, unsigned hold, bool swap,
-		       void (*give_back)(void *arg, struct eachobs__slot *),
-		       void *arg, struct eachobs__arena *arena);
+		       void (*give_back)(eachobs_iter *, struct eachobs__slot *),
+		       eachobs_iter *owner, struct eachobs__arena *arena);
 void eachobs__hold_fini(struct eachobs__hold *h);
 /* Whether another item can be held. */
 bool eachobs__hold_full(const struct eachobs__hold *h);

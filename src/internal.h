@@ -10,11 +10,9 @@
 
 #include "base.h"
 #include "cpus.h"
-#include "deque.h"
 #include "arena.h"
 #include "eachobs.h"
 #include "error.h"
-#include "handoff.h"
 #include "hold.h"
 #include "layout.h"
 #include "lender.h"
@@ -22,10 +20,8 @@
 #include "resume.h"
 #include "sampler.h"
 #include "slot.h"
-#include "window.h"
 #include "workers.h"
 
-#include <ck_ring.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -53,16 +49,6 @@
 				  sizeof(unsigned),                          \
 			  _Alignof(eachobs_stats))
 
-/* ---- ordered.c: the ordered mode's loaders and consumer --------------- */
-
-struct eachobs__ordered {
-	size_t chunk;     /* units a worker claims at once */
-	unsigned waits;   /* consumer only: waits without helping */
-	size_t max_waiting; /* consumer only: most units loaded ahead */
-	bool owes;        /* consumer only: a batch it opened may have entries
-			   * left to claim (ordered.c, help) */
-};
-
 /* ---- the iterator --------------------------------------------------- */
 
 struct eachobs_iter {
@@ -83,7 +69,8 @@ struct eachobs_iter {
 	bool ordered;
 	const struct eachobs__mode *mode;
 	bool skip_errors;  /* on_error = SKIP */
-	size_t basesize;   /* units per task (unordered) */
+	size_t basesize;   /* units per claim: a task (unordered), a chunk
+			    * (ordered) */
 	size_t buffersize; /* units */
 	size_t nslots;     /* see plan() */
 	size_t buf_bytes;  /* data bytes of one unit, rounded up to 64 */
@@ -97,36 +84,28 @@ struct eachobs_iter {
 	unsigned char *mem;           /* arena->mem */
 	void *meta;        /* every buffer's idx, len and status arrays */
 
+	/* The mode's own state: its file's struct, made by mode->init and
+	 * freed by mode->fini; no other file sees inside it. */
+	void *ms;
+
 	/* Shared by every thread. */
 	_Atomic bool closing EACHOBS__ALIGNED; /* no getobs may start */
-	_Atomic bool stop;   /* unordered: a getobs failed, load no more */
 	/* eachobs_interrupt calls so far; the consumer answers each change
 	 * with one -EINTR (interrupts_seen is its own copy). */
 	_Atomic uint32_t interrupts;
-	/* Running getobs: its limit (lowered by a failure, to 0 by close)
-	 * and its failure record are every mode's. */
+	/* Running getobs: its limit, the one halt word of every mode (no
+	 * getobs starts at or above it: lowered to the failed unit by a
+	 * failure under STOP, to 0 by close), and its failure record. */
 	struct eachobs__loader load;
 	struct eachobs__workers workers;
-	struct eachobs__deques deques; /* unordered */
-	struct eachobs__handoff handoff; /* unordered, with workers */
-	/* &handoff when the consumer may take from it first (iter.c), else
-	 * NULL. */
-	struct eachobs__handoff *ready;
-	struct eachobs__window window; /* ordered */
-	struct eachobs__ordered order;
 
 	/* The consumer's own. */
 	struct eachobs__hold hold EACHOBS__ALIGNED;
 	size_t yielded;    /* units taken (ordered: the next one to take) */
-	uint64_t help_ns;  /* THREADED: what the consumer's last help took per
-			    * observation (0: not measured yet) */
 	uint32_t interrupts_seen;
 	/* A unit taken but not yielded because an interrupt came first: the
 	 * next call yields it. */
 	struct eachobs__slot *stash;
-	/* SERIAL, batched: the unit being filled, between calls that an
-	 * interrupt ended. */
-	struct eachobs__slot *serial_open;
 	int err;           /* sticky: the error returned from now on */
 	size_t err_idx;
 	size_t nfailures;  /* skipped (on_error = SKIP) */
@@ -187,30 +166,43 @@ static inline bool eachobs__take_interrupt(eachobs_iter *it)
  * What an executor and an ordering make of loading and handing over,
  * chosen once at start (start.c): SERIAL, the consumer loading each unit
  * itself (serial.c); unordered, deques and the hand-off (unordered.c);
- * ordered, the reorder window (ordered.c).
+ * ordered, the reorder window (ordered.c). Each mode keeps its state in
+ * a struct of its own file (it->ms), which no other file sees into, and
+ * every function takes the iterator.
  */
 struct eachobs__mode {
-	/* A worker's loop until no work is left or close began (SERIAL:
-	 * NULL, it has no workers). */
+	/* Make it->ms for `workers` loader threads, once the slots exist;
+	 * 0 or a negative errno with the message set (fini runs all the
+	 * same, also when init was never called: it->ms is NULL). */
+	int (*init)(eachobs_iter *it, unsigned workers);
+	/* Free it->ms, once no thread runs the mode any more. */
+	void (*fini)(eachobs_iter *it);
+	/* A worker's loop until no work is left or the loading halted
+	 * (SERIAL: NULL, it has no workers). */
 	void (*worker)(eachobs_iter *it, unsigned self);
 	/* Consumer: the next unit, 1 with *out; 0 at the end; -EINTR for an
 	 * interrupt; EACHOBS__TAKE_FAILED for a failure whose unit will not
 	 * arrive. */
 	int (*take)(eachobs_iter *it, struct eachobs__slot **out);
-	/* Consumer: a slot it let go of goes back to the loaders (it: the
-	 * iterator; the shape of hold.h's give-back). */
-	void (*give_back)(void *it, struct eachobs__slot *slot);
+	/* Consumer: a slot it let go of goes back to the loaders. */
+	void (*give_back)(eachobs_iter *it, struct eachobs__slot *slot);
 	/* Any loader: a getobs failed under STOP at unit u (the failure
-	 * record is written): stop loading what that makes moot, and wake a
-	 * consumer that may wait for what will not come (it: the iterator;
-	 * the shape of load.h's on_fail). */
-	void (*fail)(void *it, size_t u);
-	/* Any thread, also a signal handler: wake the consumer to look at an
-	 * interrupt. */
-	void (*wake_consumer)(eachobs_iter *it);
+	 * record is written and the halt word lowered): wake whoever may
+	 * wait for what will not come. */
+	void (*fail)(eachobs_iter *it, size_t u);
+	/* Any thread, also a signal handler: wake every sleeper of the mode
+	 * to test its conditions again (an interrupt; close, after the halt
+	 * word went to 0). */
+	void (*wake)(eachobs_iter *it);
 	/* The most units that waited for the consumer at once (stats). */
 	size_t (*max_waiting)(const eachobs_iter *it);
 };
+
+/* The halt word: no getobs starts for unit u when this is true. */
+static inline bool eachobs__halted_at(const eachobs_iter *it, size_t u)
+{
+	return u >= atomic_load_explicit(&it->load.limit, memory_order_relaxed);
+}
 
 extern const struct eachobs__mode eachobs__serial_mode;
 extern const struct eachobs__mode eachobs__unordered_mode;

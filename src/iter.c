@@ -83,20 +83,6 @@ static int fail_from_record(eachobs_iter *it)
 	return it->err;
 }
 
-/* A unit that waits in the mode's hand-off, if it has one (unordered with
- * workers): the common case, taken here without a call through the mode
- * table; the mode's take does the rest (helping, waiting, interrupts). */
-static inline struct eachobs__slot *take_ready(eachobs_iter *it)
-{
-	struct eachobs__slot *slot;
-
-	if (!it->ready || it->yielded >= it->nunits ||
-	    !(slot = eachobs__handoff_get_ready(it->ready)))
-		return NULL;
-	it->yielded++;
-	return slot;
-}
-
 /* A unit taken before an interrupt was seen is kept for the next call,
  * so that an interrupt never loses one. */
 static inline __attribute__((always_inline)) int
@@ -107,7 +93,7 @@ take_or_stash(eachobs_iter *it, struct eachobs__slot **out)
 	if (it->stash) {
 		*out = it->stash;
 		it->stash = NULL;
-	} else if (!(*out = take_ready(it))) {
+	} else {
 		rc = it->mode->take(it, out);
 	}
 	if (rc == 1 && eachobs__take_interrupt(it)) {
@@ -141,7 +127,7 @@ next_unit(eachobs_iter *it, const struct eachobs__buf **out)
 		eachobs__hold_drain(&it->hold);
 	if (eachobs__take_interrupt(it))
 		return -EINTR;
-	if (!it->stash && !it->serial_open && it->yielded >= it->nunits)
+	if (!it->stash && it->yielded >= it->nunits)
 		return 0;
 	if (eachobs__hold_full(&it->hold))
 		return -ENOBUFS;
@@ -357,7 +343,7 @@ int eachobs_interrupt(eachobs_iter *it)
 					    "eachobs_interrupt: it is NULL");
 	int saved = errno;
 	atomic_fetch_add_explicit(&it->interrupts, 1, memory_order_seq_cst);
-	it->mode->wake_consumer(it);
+	it->mode->wake(it);
 	errno = saved;
 	return 0;
 }

@@ -158,9 +158,9 @@ void eachobs__account(uint64_t t0, uint64_t t1, size_t loaded)
 
 /*
  * A failure under on_error = STOP: keep the lowest failed position in the
- * record, then tell the owner (on_fail), which ends the loading
- * (unordered: everything; ordered: unit u and those after it) and wakes
- * the consumer, which may be waiting for a batch that will now never
+ * record, then end the loading (unordered: everything; ordered: unit u
+ * and those after it) and tell the owner (on_fail), which wakes the
+ * consumer, which may be waiting for a batch that will now never
  * complete. The record is written before the stop is published, so
  * whoever sees the stop finds the record filled. Failures are rare: a
  * mutex is simplest.
@@ -180,7 +180,8 @@ record_failure(struct eachobs__loader *ld, size_t u, size_t pos, size_t idx,
 	}
 	atomic_store_explicit(&f->set, true, memory_order_release);
 	pthread_mutex_unlock(&f->lock);
-	ld->on_fail(ld->arg, u);
+	eachobs__loader_halt(ld, ld->halt_from_failed ? u : 0);
+	ld->on_fail(ld->owner, u);
 }
 
 /* Whether no getobs may start for unit u: close has begun, or a failure

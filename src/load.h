@@ -12,6 +12,7 @@
 #define EACHOBS_LOAD_H
 
 #include "base.h"
+#include "eachobs.h"
 #include "layout.h"
 #include "resume.h"
 #include "sampler.h"
@@ -57,14 +58,17 @@ struct eachobs__loader {
 	bool skip_errors;    /* on_error = SKIP: no failure record */
 	bool lowest_first;   /* slow helpers fill the lowest open unit first
 			      * (ordered), else the one nearest completion */
+	bool halt_from_failed; /* a failure at unit u halts u and the units
+				* after it (ordered), else every unit */
 	struct eachobs__slot *slots; /* where open batches are found */
 	size_t nslots;
 	const _Atomic bool *closing; /* eachobs_cancelled's answer */
-	/* A getobs failed under STOP at unit u (the record is written):
-	 * on_fail(arg, u) ends what that makes moot and wakes whoever waits
-	 * for it. Any loading thread. */
-	void (*on_fail)(void *arg, size_t u);
-	void *arg;
+	/* A getobs failed under STOP at unit u (the record is written and
+	 * the limit lowered): on_fail(owner, u) wakes whoever waits for
+	 * what will not come. Any loading thread; the owner is opaque
+	 * here. */
+	void (*on_fail)(eachobs_iter *owner, size_t u);
+	eachobs_iter *owner;
 
 	/* The lowest unit no getobs may start for: SIZE_MAX until lowered
 	 * (eachobs__loader_halt). Checked right before every getobs. */

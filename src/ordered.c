@@ -6,8 +6,59 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "window.h"
 
 #include <errno.h>
+#include <string.h>
+
+/* The mode's state (it->ms). */
+struct eachobs__ordered {
+	struct eachobs__window window; /* one place per slot */
+	/* The consumer's own. */
+	unsigned waits;     /* waits without helping */
+	size_t max_waiting; /* most units loaded ahead */
+	bool owes;          /* a batch it opened may have entries left to
+			     * claim (help) */
+	uint64_t help_ns;   /* THREADED: what its last help took per
+			     * observation (0: not measured yet) */
+	bool have_window;
+};
+
+static struct eachobs__ordered *O(const eachobs_iter *it)
+{
+	return it->ms;
+}
+
+static int init(eachobs_iter *it, unsigned workers)
+{
+	struct eachobs__ordered *o = eachobs__alloc_aligned(sizeof(*o));
+
+	(void)workers;
+	if (!o)
+		return eachobs__fail(-ENOMEM, "out of memory for the ordered "
+				     "mode's state");
+	memset(o, 0, sizeof(*o));
+	it->ms = o;
+	if (eachobs__window_init(&o->window, it->nslots, it->nunits,
+				 &it->load.limit) < 0)
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for the reorder window "
+				     "(%zu places)",
+				     it->nslots);
+	o->have_window = true;
+	return 0;
+}
+
+static void fini(eachobs_iter *it)
+{
+	struct eachobs__ordered *o = O(it);
+
+	if (!o)
+		return;
+	eachobs__window_fini(&o->window);
+	eachobs__free(o);
+	it->ms = NULL;
+}
 
 static struct eachobs__slot *slot_of(eachobs_iter *it, size_t i)
 {
@@ -16,7 +67,7 @@ static struct eachobs__slot *slot_of(eachobs_iter *it, size_t i)
 
 static void publish(eachobs_iter *it, struct eachobs__slot *slot)
 {
-	eachobs__window_publish(&it->window,
+	eachobs__window_publish(&O(it)->window,
 				atomic_load_explicit(&slot->unit,
 						     memory_order_relaxed));
 }
@@ -73,18 +124,18 @@ static void account_run(uint64_t t0, size_t *k)
  */
 static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi)
 {
+	struct eachobs__window *win = &O(it)->window;
 	uint64_t t0 = 0;
 	size_t k = 0;
 
 	for (size_t i = lo; i < hi; i++) {
-		if (!eachobs__window_room(&it->window, i)) {
+		if (!eachobs__window_room(win, i)) {
 			account_run(t0, &k);
-			eachobs__window_wait_room(&it->window, i);
+			eachobs__window_wait_room(win, i);
 		}
 		/* Claims rise, so once i is past a failure every later index
 		 * is too: nobody will ask for them. */
-		if (eachobs__closing(it) ||
-		    i >= eachobs__window_limit(&it->window)) {
+		if (eachobs__halted_at(it, i)) {
 			account_run(t0, &k);
 			return false;
 		}
@@ -95,7 +146,7 @@ static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi)
 		if (k++ == 0)
 			t0 = eachobs__now_ns();
 		eachobs__fill_one(&it->load, slot_of(it, i), i);
-		eachobs__window_publish(&it->window, i);
+		eachobs__window_publish(win, i);
 	}
 	account_run(t0, &k);
 	return true;
@@ -105,7 +156,7 @@ static void worker(eachobs_iter *it, unsigned self)
 {
 	size_t lo, hi;
 
-	while (eachobs__window_claim(&it->window, it->order.chunk, it->nunits,
+	while (eachobs__window_claim(&O(it)->window, it->basesize, it->nunits,
 				     it->workers.nthreads, &lo, &hi))
 		if (!load_chunk(it, lo, hi))
 			return;
@@ -116,8 +167,7 @@ static void worker(eachobs_iter *it, unsigned self)
 /* The consumer's unit m is at or past the lowest failure (STOP). */
 static bool failed_at(const eachobs_iter *it, size_t m)
 {
-	return m >= eachobs__window_limit_acquire(&it->window) &&
-	       eachobs__failed(it);
+	return eachobs__halted_at(it, m) && eachobs__failed(it);
 }
 
 struct consumer_wait {
@@ -154,39 +204,42 @@ static bool interrupted_or_failed(const void *arg)
  */
 static bool help(eachobs_iter *it)
 {
-	size_t bound = eachobs__window_limit(&it->window), lo, hi;
+	struct eachobs__ordered *o = O(it);
+	size_t bound = atomic_load_explicit(&it->load.limit,
+					    memory_order_relaxed), lo, hi;
 
-	if (!it->order.owes && it->help_ns && it->help_ns < EACHOBS__CHEAP_NS &&
-	    (++it->order.waits & 63) != 0)
+	if (!o->owes && o->help_ns && o->help_ns < EACHOBS__CHEAP_NS &&
+	    (++o->waits & 63) != 0)
 		return false;
 	/* next + nslots, saturated: n may be near SIZE_MAX. */
 	if (bound - it->yielded > it->nslots)
 		bound = it->yielded + it->nslots;
 	uint64_t t0 = eachobs__now_ns();
 	if (!help_entry(it, 0, SIZE_MAX)) {
-		it->order.owes = false;
-		if (!eachobs__window_claim(&it->window, 1, bound, 0, &lo, &hi))
+		o->owes = false;
+		if (!eachobs__window_claim(&o->window, 1, bound, 0, &lo, &hi))
 			return false;
 		if (it->batchsize && !eachobs__getobs_cheap(&it->load)) {
 			eachobs__open(&it->load, slot_of(it, lo), lo);
-			it->order.owes = true;
+			o->owes = true;
 			return true;
 		}
 		load_and_publish(it, lo);
 	}
-	it->help_ns = eachobs__now_ns() - t0;
+	o->help_ns = eachobs__now_ns() - t0;
 	return true;
 }
 
 static int take(eachobs_iter *it, struct eachobs__slot **out)
 {
+	struct eachobs__ordered *o = O(it);
 	size_t m = it->yielded;
 
 	if (m >= it->nunits)
 		return 0;
 	struct consumer_wait w = { it, m };
 	for (;;) {
-		if (eachobs__window_loaded(&it->window, m))
+		if (eachobs__window_loaded(&o->window, m))
 			break;
 		if (eachobs__take_interrupt(it))
 			return -EINTR;
@@ -194,55 +247,53 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 			return EACHOBS__TAKE_FAILED;
 		if (it->executor == EACHOBS_THREADED && help(it))
 			continue;
-		eachobs__window_wait_loaded(&it->window, m,
+		eachobs__window_wait_loaded(&o->window, m,
 					    interrupted_or_failed, &w);
 	}
 	/* Claimed indices ahead of the consumer inside the window are loaded
 	 * or being loaded; those beyond it wait for room, not for us. */
-	size_t ahead = eachobs__window_claimed(&it->window) - m - 1;
+	size_t ahead = eachobs__window_claimed(&o->window) - m - 1;
 	if (ahead > it->nslots - 1)
 		ahead = it->nslots - 1;
-	if (ahead > it->order.max_waiting)
-		it->order.max_waiting = ahead;
+	if (ahead > o->max_waiting)
+		o->max_waiting = ahead;
 	it->yielded = m + 1;
 	*out = slot_of(it, m);
 	return 1;
 }
 
-static void give_back(void *arg, struct eachobs__slot *slot)
+static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
 {
-	eachobs_iter *it = arg;
-
-	eachobs__window_release(&it->window,
+	eachobs__window_release(&O(it)->window,
 				atomic_load_explicit(&slot->unit,
 						     memory_order_relaxed));
 }
 
-/* Nothing at or past u is loaded any more; the consumer may wait on u's
- * place, which will now never be published. */
-static void fail(void *arg, size_t u)
+/* Nothing at or past u is loaded any more (the halt word); the consumer
+ * may wait on u's place, which will now never be published. */
+static void fail(eachobs_iter *it, size_t u)
 {
-	eachobs_iter *it = arg;
-
-	eachobs__loader_halt(&it->load, u);
-	eachobs__window_fail(&it->window, u);
+	eachobs__window_wake_at(&O(it)->window, u);
 }
 
-static void wake_consumer(eachobs_iter *it)
+static void wake(eachobs_iter *it)
 {
-	eachobs__window_wake(&it->window);
+	if (O(it) && O(it)->have_window)
+		eachobs__window_wake(&O(it)->window);
 }
 
 static size_t max_waiting(const eachobs_iter *it)
 {
-	return it->order.max_waiting;
+	return O(it)->max_waiting;
 }
 
 const struct eachobs__mode eachobs__ordered_mode = {
+	.init = init,
+	.fini = fini,
 	.worker = worker,
 	.take = take,
 	.give_back = give_back,
 	.fail = fail,
-	.wake_consumer = wake_consumer,
+	.wake = wake,
 	.max_waiting = max_waiting,
 };

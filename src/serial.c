@@ -6,6 +6,37 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <string.h>
+
+/* The mode's state (it->ms). */
+struct eachobs__serial {
+	/* Batched: the unit being filled, between calls that an interrupt
+	 * ended (`yielded` counts it once it is complete). */
+	struct eachobs__slot *open;
+};
+
+static struct eachobs__serial *S(const eachobs_iter *it)
+{
+	return it->ms;
+}
+
+static int init(eachobs_iter *it, unsigned workers)
+{
+	struct eachobs__serial *s = eachobs__calloc(1, sizeof(*s));
+
+	(void)workers;
+	if (!s)
+		return eachobs__fail(-ENOMEM, "out of memory for the serial "
+				     "mode's state");
+	it->ms = s;
+	return 0;
+}
+
+static void fini(eachobs_iter *it)
+{
+	eachobs__free(it->ms);
+	it->ms = NULL;
+}
 
 static struct eachobs__slot *serial_slot(eachobs_iter *it)
 {
@@ -20,7 +51,8 @@ static struct eachobs__slot *serial_slot(eachobs_iter *it)
  * goes on next call. */
 static int take(eachobs_iter *it, struct eachobs__slot **out)
 {
-	struct eachobs__slot *slot = it->serial_open;
+	struct eachobs__serial *s = S(it);
+	struct eachobs__slot *slot = s->open;
 
 	if (!slot) {
 		if (it->yielded >= it->nunits)
@@ -32,39 +64,39 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 			*out = slot;
 			return 1;
 		}
-		eachobs__open(&it->load, slot, it->yielded++);
-		it->serial_open = slot;
+		eachobs__open(&it->load, slot, it->yielded);
+		s->open = slot;
 	}
 	while (!eachobs__fill_step(&it->load, slot)) {
 		if (eachobs__failed(it)) { /* STOP: the rest is not loaded */
-			it->serial_open = NULL;
+			s->open = NULL;
+			it->yielded++;
 			return EACHOBS__TAKE_FAILED;
 		}
 		if (eachobs__take_interrupt(it))
 			return -EINTR;
 	}
-	it->serial_open = NULL;
+	s->open = NULL;
+	it->yielded++;
 	*out = slot;
 	return 1;
 }
 
-/* The consumer owns every slot: nothing to give back, nobody to wake. */
-static void give_back(void *it, struct eachobs__slot *slot)
+/* The consumer owns every slot: nothing to give back, nobody to wake (a
+ * failure halted the loading: the consumer finds it after its getobs). */
+static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
 {
 	(void)it;
 	(void)slot;
 }
 
-static void fail(void *arg, size_t u)
+static void fail(eachobs_iter *it, size_t u)
 {
-	eachobs_iter *it = arg;
-
+	(void)it;
 	(void)u;
-	eachobs__loader_halt(&it->load, 0);
-	atomic_store_explicit(&it->stop, true, memory_order_release);
 }
 
-static void wake_consumer(eachobs_iter *it)
+static void wake(eachobs_iter *it)
 {
 	(void)it;
 }
@@ -76,10 +108,12 @@ static size_t max_waiting(const eachobs_iter *it)
 }
 
 const struct eachobs__mode eachobs__serial_mode = {
+	.init = init,
+	.fini = fini,
 	.worker = NULL,
 	.take = take,
 	.give_back = give_back,
 	.fail = fail,
-	.wake_consumer = wake_consumer,
+	.wake = wake,
 	.max_waiting = max_waiting,
 };

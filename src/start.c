@@ -283,12 +283,10 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 		/* Chunks larger than the window's share per worker would
 		 * leave workers waiting for room instead of loading. */
 		size_t share = cfg->buffersize / (2 * (size_t)cfg->nthreads);
-		size_t chunk = it->basesize < share ? it->basesize : share;
-		it->order.chunk = chunk ? chunk : 1;
-		workers = ceil_div(it->nunits, it->order.chunk);
-	} else {
-		workers = ceil_div(it->nunits, it->basesize);
+		if (share < it->basesize)
+			it->basesize = share ? share : 1;
 	}
+	workers = ceil_div(it->nunits, it->basesize);
 	/* Batched, threads without a unit of their own help fill others'. */
 	if (it->batchsize)
 		workers = it->nunits > SIZE_MAX / it->cap ? SIZE_MAX
@@ -356,20 +354,17 @@ static int alloc_slots(eachobs_iter *it, unsigned hold,
 	return rc;
 }
 
+/* Close: `closing` for eachobs_cancelled and the start gate, the halt
+ * word to 0 (every wait of every mode tests it), one wake. */
 void eachobs__destroy(eachobs_iter *it)
 {
 	atomic_store(&it->closing, true);
-	/* What loaders check before each getobs (load.c, halted). */
 	eachobs__loader_halt(&it->load, 0);
-	atomic_store_explicit(&it->stop, true, memory_order_relaxed);
-	eachobs__window_close(&it->window);
+	it->mode->wake(it);
 	eachobs__workers_wake_all(&it->workers);
-	eachobs__handoff_close(&it->handoff);
 	eachobs__workers_join(&it->workers);
 	eachobs__workers_fini(&it->workers);
-	eachobs__deques_fini(&it->deques);
-	eachobs__handoff_fini(&it->handoff);
-	eachobs__window_fini(&it->window);
+	it->mode->fini(it);
 	eachobs__hold_fini(&it->hold);
 	eachobs__yielded_fini(&it->done);
 	eachobs__remap_fini(&it->remap);
@@ -382,22 +377,6 @@ void eachobs__destroy(eachobs_iter *it)
 	/* Last: workers take its lock on a failure until they are joined. */
 	eachobs__loader_fini(&it->load);
 	eachobs__free(it);
-}
-
-/* Unordered with workers: every slot starts free in the hand-off. */
-static int start_handoff(eachobs_iter *it, unsigned workers)
-{
-	struct eachobs__handoff *h = &it->handoff;
-
-	if (eachobs__handoff_init(h, it->buffersize, it->nslots, workers) < 0)
-		return eachobs__fail(-ENOMEM,
-				     "out of memory for the hand-off rings "
-				     "(%zu slots)",
-				     it->nslots);
-	for (size_t i = 0; i < it->nslots; i++)
-		eachobs__handoff_put_free(h, &it->slots[i]);
-	it->ready = h;
-	return 0;
 }
 
 /* What each worker runs once through the start gate: its mode's loop. */
@@ -424,11 +403,12 @@ static void plan_loader(eachobs_iter *it)
 	ld->batched = it->batchsize > 0;
 	ld->skip_errors = it->skip_errors;
 	ld->lowest_first = it->ordered;
+	ld->halt_from_failed = it->ordered;
 	ld->slots = it->slots;
 	ld->nslots = it->nslots;
 	ld->closing = &it->closing;
 	ld->on_fail = it->mode->fail;
-	ld->arg = it;
+	ld->owner = it;
 }
 
 static int start(eachobs_iter *it, unsigned workers, unsigned hold,
@@ -442,20 +422,8 @@ static int start(eachobs_iter *it, unsigned workers, unsigned hold,
 	if (rc == 0)
 		rc = eachobs__yielded_init(&it->done,
 					   it->nslots + workers + 2);
-	if (rc == 0 && workers > 0 && !it->ordered)
-		rc = start_handoff(it, workers);
-	if (rc == 0 && it->ordered &&
-	    eachobs__window_init(&it->window, it->nslots, it->nunits) < 0)
-		rc = eachobs__fail(-ENOMEM,
-				   "out of memory for the reorder window "
-				   "(%zu places)",
-				   it->nslots);
-	if (rc == 0 && workers > 0 && !it->ordered &&
-	    eachobs__deques_init(&it->deques, workers, it->nunits,
-				 it->basesize, &it->stop) < 0)
-		rc = eachobs__fail(-ENOMEM,
-				   "out of memory for %u workers' deques",
-				   workers);
+	if (rc == 0)
+		rc = it->mode->init(it, workers);
 	struct eachobs__job job = {
 		.fn = run_worker,
 		.arg = it,

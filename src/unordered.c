@@ -5,17 +5,84 @@
  * observations move in runs; batches may be filled by several threads.
  */
 #define _GNU_SOURCE
+#include "deque.h"
 #include "handoff.h"
 #include "internal.h"
 
 #include <errno.h>
+#include <string.h>
+
+/* The mode's state (it->ms). */
+struct eachobs__unordered {
+	struct eachobs__deques deques;
+	struct eachobs__handoff handoff; /* lane j: worker j; then the
+					  * consumer's */
+	unsigned consumer_lane;
+	/* THREADED: what the consumer's last help took per observation (0:
+	 * not measured yet). */
+	uint64_t help_ns;
+	bool have_deques;
+};
+
+static struct eachobs__unordered *U(const eachobs_iter *it)
+{
+	return it->ms;
+}
+
+/* Every slot starts empty in the hand-off. */
+static int init(eachobs_iter *it, unsigned workers)
+{
+	struct eachobs__unordered *u = eachobs__alloc_aligned(sizeof(*u));
+
+	if (!u)
+		return eachobs__fail(-ENOMEM, "out of memory for the "
+				     "unordered mode's state");
+	memset(u, 0, sizeof(*u));
+	it->ms = u;
+	u->consumer_lane = workers;
+	if (eachobs__handoff_init(&u->handoff, it->buffersize, it->nslots,
+				  workers + 1, &it->load.limit) < 0)
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for the hand-off rings "
+				     "(%zu slots, %u lanes)",
+				     it->nslots, workers + 1);
+	for (size_t i = 0; i < it->nslots; i++)
+		eachobs__handoff_put_free(&u->handoff, &it->slots[i]);
+	if (workers > 0 &&
+	    eachobs__deques_init(&u->deques, workers, it->nunits,
+				 it->basesize, &it->load.limit) < 0)
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for %u workers' deques",
+				     workers);
+	u->have_deques = workers > 0;
+	return 0;
+}
+
+static void fini(eachobs_iter *it)
+{
+	struct eachobs__unordered *u = U(it);
+
+	if (!u)
+		return;
+	if (u->have_deques)
+		eachobs__deques_fini(&u->deques);
+	eachobs__handoff_fini(&u->handoff);
+	eachobs__free(u);
+	it->ms = NULL;
+}
+
+/* A failure (STOP) halted everything; nothing more is loaded. */
+static bool stopped(const eachobs_iter *it)
+{
+	return eachobs__halted_at(it, 0);
+}
 
 /* Worker self: claim up to max units from the deques (deque.h), with
  * what the claim cost counted in this worker's stats. */
 static size_t claim(eachobs_iter *it, unsigned self, size_t max, size_t *first)
 {
 	struct eachobs__claim_cost cost;
-	size_t got = eachobs__deques_claim(&it->deques, self, max, first,
+	size_t got = eachobs__deques_claim(&U(it)->deques, self, max, first,
 					   &cost);
 	struct eachobs__stats *st = eachobs__tls_stats;
 
@@ -29,7 +96,7 @@ static size_t claim(eachobs_iter *it, unsigned self, size_t max, size_t *first)
 /* Load indices [first, first + k) into free slots run[0..), whose credits
  * the caller holds; stop early on close or a failure (STOP). The number
  * loaded; *per_item_ns what each took, when any was. */
-static size_t load_run(eachobs_iter *it, void **run,
+static size_t load_run(eachobs_iter *it, unsigned lane, void **run,
 		       size_t first, size_t k, uint64_t *per_item_ns)
 {
 	uint64_t t0 = eachobs__now_ns();
@@ -38,11 +105,10 @@ static size_t load_run(eachobs_iter *it, void **run,
 	for (; n < k; n++) {
 		/* Checked right before getobs: once close has begun, no new
 		 * getobs starts. */
-		if (eachobs__closing(it) ||
-		    atomic_load_explicit(&it->stop, memory_order_relaxed))
+		if (stopped(it))
 			break;
 		/* The credits cover these slots: the wait is for safety. */
-		run[n] = eachobs__handoff_get_free(&it->handoff);
+		run[n] = eachobs__handoff_get_free(&U(it)->handoff, lane);
 		if (!run[n])
 			break;
 		eachobs__fill_one(&it->load, run[n], first + n);
@@ -57,7 +123,7 @@ static size_t load_run(eachobs_iter *it, void **run,
 
 /*
  * Unbatched: move observations in runs when getobs is cheap. Per item,
- * the hand-off costs a deque lock, a producer lock and, when the consumer
+ * the hand-off costs a deque claim, an empty slot and, when the consumer
  * sleeps, a futex wake: with a no-op getobs that was nearly all the time.
  * A worker that measured its last getobs calls at under EACHOBS__CHEAP_NS
  * each claims up to EACHOBS__RUN_MAX consecutive indices at once, loads
@@ -69,25 +135,26 @@ static size_t load_run(eachobs_iter *it, void **run,
 
 static void run_unbatched(eachobs_iter *it, unsigned self)
 {
+	struct eachobs__handoff *h = &U(it)->handoff;
 	void *run[EACHOBS__RUN_MAX];
 	uint64_t per_item = UINT64_MAX; /* unknown: start one at a time */
 
 	for (;;) {
 		size_t want = per_item < EACHOBS__CHEAP_NS ? EACHOBS__RUN_MAX : 1;
-		size_t c = eachobs__handoff_take_credits(&it->handoff, want);
+		size_t c = eachobs__handoff_take_credits(h, want);
 		size_t first, k = 0, n;
 		if (c)
 			k = claim(it, self, c, &first);
 		if (k < c)
-			eachobs__handoff_give_credits(&it->handoff, c - k);
+			eachobs__handoff_give_credits(h, c - k);
 		if (k == 0)
 			return;
-		n = load_run(it, run, first, k, &per_item);
+		n = load_run(it, self, run, first, k, &per_item);
 		if (eachobs__closing(it))
 			return;
 		if (n < k)
-			eachobs__handoff_give_credits(&it->handoff, k - n);
-		eachobs__handoff_publish(&it->handoff, run, n);
+			eachobs__handoff_give_credits(h, k - n);
+		eachobs__handoff_publish(h, self, run, n);
 	}
 }
 
@@ -101,19 +168,21 @@ static void run_unbatched(eachobs_iter *it, unsigned self)
  */
 static size_t help_run(eachobs_iter *it, uint64_t *per_item_ns)
 {
+	struct eachobs__unordered *u = U(it);
+	struct eachobs__handoff *h = &u->handoff;
 	void *run[EACHOBS__RUN_MAX];
-	size_t c = eachobs__handoff_try_take_credits(&it->handoff,
-						     EACHOBS__RUN_MAX);
+	size_t c = eachobs__handoff_try_take_credits(h, EACHOBS__RUN_MAX);
 	size_t first, k = 0, n;
 
 	if (c)
-		k = eachobs__deques_take(&it->deques, c, &first);
+		k = eachobs__deques_take(&u->deques, c, &first);
 	if (k < c)
-		eachobs__handoff_give_credits(&it->handoff, c - k);
-	n = k ? load_run(it, run, first, k, per_item_ns) : 0;
+		eachobs__handoff_give_credits(h, c - k);
+	n = k ? load_run(it, u->consumer_lane, run, first, k, per_item_ns)
+	      : 0;
 	if (n < k)
-		eachobs__handoff_give_credits(&it->handoff, k - n);
-	eachobs__handoff_publish(&it->handoff, run, n);
+		eachobs__handoff_give_credits(h, k - n);
+	eachobs__handoff_publish(h, u->consumer_lane, run, n);
 	return n;
 }
 
@@ -124,7 +193,8 @@ static bool help_open(eachobs_iter *it, unsigned self)
 	struct eachobs__slot *done;
 
 	while (eachobs__help(&it->load, self, SIZE_MAX, &done))
-		if (done && !eachobs__handoff_put_ready(&it->handoff, done))
+		if (done &&
+		    !eachobs__handoff_put_ready(&U(it)->handoff, self, done))
 			return false;
 	return true;
 }
@@ -150,14 +220,14 @@ static void worker(eachobs_iter *it, unsigned self)
 			return;
 		if (!claim(it, self, 1, &u))
 			break;
-		slot = eachobs__handoff_get_free(&it->handoff);
-		if (!slot || eachobs__closing(it) ||
-		    atomic_load_explicit(&it->stop, memory_order_relaxed))
+		slot = eachobs__handoff_get_free(&U(it)->handoff, self);
+		if (!slot || stopped(it))
 			break;
 		if (!cheap)
 			eachobs__open(&it->load, slot, u);
 		else if (eachobs__fill(&it->load, slot, u) &&
-			 !eachobs__handoff_put_ready(&it->handoff, slot))
+			 !eachobs__handoff_put_ready(&U(it)->handoff, self,
+						     slot))
 			return;
 	}
 	help_open(it, self);
@@ -169,10 +239,12 @@ static void worker(eachobs_iter *it, unsigned self)
  * (the consumer's own slot: it holds no other while it helps). */
 static struct eachobs__slot *take_free_unit(eachobs_iter *it, size_t *u)
 {
-	struct eachobs__slot *slot = eachobs__handoff_try_get_free(&it->handoff);
+	struct eachobs__unordered *m = U(it);
+	struct eachobs__slot *slot =
+		eachobs__handoff_try_get_free(&m->handoff, m->consumer_lane);
 
-	if (slot && !eachobs__deques_take(&it->deques, 1, u)) {
-		eachobs__handoff_put_free(&it->handoff, slot);
+	if (slot && !eachobs__deques_take(&m->deques, 1, u)) {
+		eachobs__handoff_put_free(&m->handoff, slot);
 		slot = NULL;
 	}
 	return slot;
@@ -189,8 +261,7 @@ static struct eachobs__slot *help_batched(eachobs_iter *it, bool *progress)
 	*progress = eachobs__help(&it->load, 0, SIZE_MAX, &slot) == 1;
 	if (*progress)
 		return slot;
-	if (atomic_load_explicit(&it->stop, memory_order_relaxed) ||
-	    !(slot = take_free_unit(it, &u)))
+	if (stopped(it) || !(slot = take_free_unit(it, &u)))
 		return NULL;
 	*progress = true;
 	/* Slow getobs: open it to every thread and help it as they do. */
@@ -204,16 +275,17 @@ static struct eachobs__slot *help_batched(eachobs_iter *it, bool *progress)
 /* THREADED consumer with nothing ready: load one pending unit itself. */
 static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
 {
+	struct eachobs__unordered *m = U(it);
 	struct eachobs__slot *slot;
 	size_t u;
 
 	if (it->batchsize)
 		return help_batched(it, progress);
 	*progress = false;
-	if (atomic_load_explicit(&it->stop, memory_order_relaxed))
+	if (stopped(it))
 		return NULL;
-	if (it->help_ns && it->help_ns < EACHOBS__CHEAP_NS) {
-		*progress = help_run(it, &it->help_ns) > 0;
+	if (m->help_ns && m->help_ns < EACHOBS__CHEAP_NS) {
+		*progress = help_run(it, &m->help_ns) > 0;
 		return NULL;
 	}
 	uint64_t t0 = eachobs__now_ns();
@@ -221,7 +293,7 @@ static struct eachobs__slot *help_unordered(eachobs_iter *it, bool *progress)
 		return NULL;
 	*progress = true;
 	eachobs__fill(&it->load, slot, u);
-	it->help_ns = eachobs__now_ns() - t0;
+	m->help_ns = eachobs__now_ns() - t0;
 	return slot;
 }
 
@@ -238,7 +310,7 @@ static void wait_ready(eachobs_iter *it)
 {
 	uint64_t t0 = eachobs__now_ns();
 
-	eachobs__handoff_wait_ready(&it->handoff, failed_or_interrupted, it);
+	eachobs__handoff_wait_ready(&U(it)->handoff, failed_or_interrupted, it);
 	eachobs__stat_add(&it->cstats.idle_ns, eachobs__now_ns() - t0);
 }
 
@@ -253,7 +325,8 @@ static __attribute__((noinline)) int take_slow(eachobs_iter *it,
 	for (;;) {
 		if (it->yielded == it->nunits)
 			return 0;
-		struct eachobs__slot *slot = eachobs__handoff_get_ready(&it->handoff);
+		struct eachobs__slot *slot =
+			eachobs__handoff_get_ready(&U(it)->handoff);
 		if (!slot && eachobs__take_interrupt(it))
 			return -EINTR;
 		if (!slot && eachobs__failed(it))
@@ -275,7 +348,7 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 	struct eachobs__slot *slot;
 
 	if (it->yielded < it->nunits &&
-	    (slot = eachobs__handoff_get_ready(&it->handoff))) {
+	    (slot = eachobs__handoff_get_ready(&U(it)->handoff))) {
 		it->yielded++;
 		*out = slot;
 		return 1;
@@ -283,40 +356,37 @@ static int take(eachobs_iter *it, struct eachobs__slot **out)
 	return take_slow(it, out);
 }
 
-static void give_back(void *arg, struct eachobs__slot *slot)
+static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
 {
-	eachobs_iter *it = arg;
-
-	eachobs__handoff_put_free(&it->handoff, slot);
+	eachobs__handoff_put_free(&U(it)->handoff, slot);
 }
 
-/* A failure (STOP) ends all loading; the consumer may wait for a unit
- * that will now never arrive. */
-static void fail(void *arg, size_t u)
+/* A failure (STOP) halted all loading; the consumer may wait for a unit
+ * that will now never arrive, loaders for credits. */
+static void fail(eachobs_iter *it, size_t u)
 {
-	eachobs_iter *it = arg;
-
 	(void)u;
-	eachobs__loader_halt(&it->load, 0);
-	atomic_store_explicit(&it->stop, true, memory_order_release);
-	eachobs__handoff_wake_consumer(&it->handoff);
+	eachobs__handoff_wake(&U(it)->handoff);
 }
 
-static void wake_consumer(eachobs_iter *it)
+static void wake(eachobs_iter *it)
 {
-	eachobs__handoff_wake_consumer(&it->handoff);
+	if (U(it))
+		eachobs__handoff_wake(&U(it)->handoff);
 }
 
 static size_t max_waiting(const eachobs_iter *it)
 {
-	return it->handoff.max_waiting;
+	return U(it)->handoff.max_waiting;
 }
 
 const struct eachobs__mode eachobs__unordered_mode = {
+	.init = init,
+	.fini = fini,
 	.worker = worker,
 	.take = take,
 	.give_back = give_back,
 	.fail = fail,
-	.wake_consumer = wake_consumer,
+	.wake = wake,
 	.max_waiting = max_waiting,
 };

@@ -7,13 +7,13 @@
 #include <errno.h>
 #include <limits.h>
 
-int eachobs__window_init(struct eachobs__window *win, size_t w, size_t n)
+int eachobs__window_init(struct eachobs__window *win, size_t w, size_t n,
+			 const _Atomic size_t *limit)
 {
 	win->w = w;
 	win->n = n;
+	win->limit = limit;
 	atomic_init(&win->next_claim, 0);
-	atomic_init(&win->limit, n);
-	atomic_init(&win->closed, false);
 	win->places = eachobs__alloc_aligned(w * sizeof(*win->places));
 	if (!win->places)
 		return -ENOMEM;
@@ -71,13 +71,15 @@ static uint32_t free_turn(const struct eachobs__window *win, size_t i)
 	return (uint32_t)(2 * (i / win->w));
 }
 
-static bool closed(const struct eachobs__window *win)
+/* Nobody loads unit i or waits for it any more. */
+static bool moot(const struct eachobs__window *win, size_t i)
 {
-	return atomic_load_explicit(&win->closed, memory_order_acquire);
+	return i >= atomic_load_explicit(win->limit, memory_order_acquire);
 }
 
 struct turn_wait {
 	const struct eachobs__window *win;
+	size_t unit;                   /* the unit the wait is for */
 	struct eachobs__place *place;
 	uint32_t want;
 	eachobs__cond_fn also;
@@ -90,21 +92,22 @@ static bool turn_is(const struct turn_wait *w)
 	       w->want;
 }
 
-static bool turn_or_closed(const void *arg)
+static bool turn_or_moot(const void *arg)
 {
 	const struct turn_wait *w = arg;
 
-	return turn_is(w) || closed(w->win);
+	return turn_is(w) || moot(w->win, w->unit);
 }
 
 /* The place's turn is at w->want or past it (turns only grow, by at most
  * 2 past a place's free turn, and are compared modulo 2^32). */
-static bool turn_reached_or_closed(const void *arg)
+static bool turn_reached_or_moot(const void *arg)
 {
 	const struct turn_wait *w = arg;
 	uint32_t t = atomic_load_explicit(&w->place->turn, memory_order_acquire);
 
-	return (uint32_t)(t - w->want) < UINT32_C(1) << 31 || closed(w->win);
+	return (uint32_t)(t - w->want) < UINT32_C(1) << 31 ||
+	       moot(w->win, w->unit);
 }
 
 bool eachobs__window_room(const struct eachobs__window *win, size_t i)
@@ -127,15 +130,15 @@ void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 	size_t h = win->w / 2;
 
 	if (h > 1 && i + h < win->n) {
-		struct turn_wait far = { win, place_of(win, i + h),
+		struct turn_wait far = { win, i, place_of(win, i + h),
 					 free_turn(win, i + h), NULL, NULL };
 		eachobs__event_wait_timed(&far.place->ev,
-					  turn_reached_or_closed, &far,
+					  turn_reached_or_moot, &far,
 					  EACHOBS__LOADER_SPINS);
 	}
-	struct turn_wait w = { win, place_of(win, i), free_turn(win, i), NULL,
-			       NULL };
-	eachobs__event_wait_timed(&w.place->ev, turn_or_closed, &w,
+	struct turn_wait w = { win, i, place_of(win, i), free_turn(win, i),
+			       NULL, NULL };
+	eachobs__event_wait_timed(&w.place->ev, turn_or_moot, &w,
 				  EACHOBS__LOADER_SPINS);
 }
 
@@ -163,13 +166,13 @@ static bool loaded_or_woken(const void *arg)
 {
 	const struct turn_wait *w = arg;
 
-	return turn_or_closed(arg) || (w->also && w->also(w->arg));
+	return turn_or_moot(arg) || (w->also && w->also(w->arg));
 }
 
 void eachobs__window_wait_loaded(struct eachobs__window *win, size_t i,
 				 eachobs__cond_fn also, const void *arg)
 {
-	struct turn_wait w = { win, place_of(win, i), free_turn(win, i) + 1,
+	struct turn_wait w = { win, i, place_of(win, i), free_turn(win, i) + 1,
 			       also, arg };
 
 	eachobs__event_wait_timed(&w.place->ev, loaded_or_woken, &w,
@@ -182,26 +185,13 @@ void eachobs__window_release(struct eachobs__window *win, size_t i)
 	set_turn(win, i, free_turn(win, i) + 2);
 }
 
-size_t eachobs__window_limit_acquire(const struct eachobs__window *win)
+void eachobs__window_wake_at(struct eachobs__window *win, size_t i)
 {
-	return atomic_load_explicit(&win->limit, memory_order_acquire);
-}
-
-void eachobs__window_fail(struct eachobs__window *win, size_t i)
-{
-	if (eachobs__atomic_lower(&win->limit, i, memory_order_release))
-		eachobs__event_notify(&place_of(win, i)->ev, INT_MAX);
+	eachobs__event_notify(&place_of(win, i)->ev, INT_MAX);
 }
 
 void eachobs__window_wake(struct eachobs__window *win)
 {
 	for (size_t i = 0; win->places && i < win->w; i++)
 		eachobs__event_notify(&win->places[i].ev, INT_MAX);
-}
-
-void eachobs__window_close(struct eachobs__window *win)
-{
-	atomic_store_explicit(&win->closed, true, memory_order_release);
-	atomic_store_explicit(&win->limit, 0, memory_order_relaxed);
-	eachobs__window_wake(win);
 }

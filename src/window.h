@@ -16,9 +16,10 @@
  * own event count, so a loader waiting for room and the consumer waiting
  * for a unit are woken by exactly the change they wait for.
  *
- * A limit ends the loading early: nothing at or above it is loaded or
- * waited for (a failure lowers it to the failed unit; close to 0). Knows
- * nothing of iterators or of what a unit holds.
+ * The owner's limit ends the loading early: nothing at or above it is
+ * loaded or waited for (the owner lowers it to a failed unit, or to 0 to
+ * close, then wakes the waiters). Knows nothing of iterators or of what
+ * a unit holds.
  */
 #ifndef EACHOBS_WINDOW_H
 #define EACHOBS_WINDOW_H
@@ -34,15 +35,15 @@ struct eachobs__window {
 	struct eachobs__place *places; /* W */
 	size_t w;
 	size_t n;                      /* units */
+	/* The owner's: the lowest unit not to load or wait for. */
+	const _Atomic size_t *limit;
 	_Atomic size_t next_claim EACHOBS__ALIGNED; /* first unclaimed unit */
-	/* The lowest unit not to load: n, a failed unit, or 0 once closed. */
-	_Atomic size_t limit EACHOBS__ALIGNED;
-	_Atomic bool closed;
 };
 
-/* A window of w >= 1 places over n units. 0 or -ENOMEM (fini all the
- * same). */
-int eachobs__window_init(struct eachobs__window *win, size_t w, size_t n);
+/* A window of w >= 1 places over n units, under the owner's *limit. 0 or
+ * -ENOMEM (fini all the same). */
+int eachobs__window_init(struct eachobs__window *win, size_t w, size_t n,
+			 const _Atomic size_t *limit);
 void eachobs__window_fini(struct eachobs__window *win);
 
 /* Loaders: claim [*lo, *hi), at most max units, all below bound and below
@@ -53,14 +54,15 @@ bool eachobs__window_claim(struct eachobs__window *win, size_t max,
 			   size_t *hi);
 /* Whether unit i's place is free for it, without waiting. */
 bool eachobs__window_room(const struct eachobs__window *win, size_t i);
-/* Loader: wait until unit i's place is free for it, or closed. Waits for
- * half the window to be free when it can (see window.c). */
+/* Loader: wait until unit i's place is free for it, or i reached the
+ * limit. Waits for half the window to be free when it can (see
+ * window.c). */
 void eachobs__window_wait_room(struct eachobs__window *win, size_t i);
 /* Loader: unit i is loaded (its place was free for it). */
 void eachobs__window_publish(struct eachobs__window *win, size_t i);
 
-/* Consumer: whether unit i is loaded; wait until it is, the window is
- * closed, or also(arg) holds (NULL: nothing else). */
+/* Consumer: whether unit i is loaded; wait until it is, i reached the
+ * limit, or also(arg) holds (NULL: nothing else). */
 bool eachobs__window_loaded(const struct eachobs__window *win, size_t i);
 void eachobs__window_wait_loaded(struct eachobs__window *win, size_t i,
 				 eachobs__cond_fn also, const void *arg);
@@ -69,19 +71,11 @@ void eachobs__window_release(struct eachobs__window *win, size_t i);
 
 /* Units claimed so far. */
 size_t eachobs__window_claimed(const struct eachobs__window *win);
-/* The limit (relaxed: a loader's check before each getobs), and the same
- * with acquire, for a consumer that then reads what the failure wrote. */
-static inline size_t eachobs__window_limit(const struct eachobs__window *win)
-{
-	return atomic_load_explicit(&win->limit, memory_order_relaxed);
-}
-size_t eachobs__window_limit_acquire(const struct eachobs__window *win);
-/* Lower the limit to unit i (release: a consumer that sees it sees what
- * was written before) and wake whoever waits for i. */
-void eachobs__window_fail(struct eachobs__window *win, size_t i);
-/* Wake every waiter to test its conditions again (async-signal-safe). */
+/* After the owner lowered the limit to unit i: wake whoever waits for
+ * i. */
+void eachobs__window_wake_at(struct eachobs__window *win, size_t i);
+/* Wake every waiter to test its conditions again (async-signal-safe;
+ * after the owner lowered the limit to 0, every wait returns). */
 void eachobs__window_wake(struct eachobs__window *win);
-/* Nothing is loaded or waited for any more: every wait returns. */
-void eachobs__window_close(struct eachobs__window *win);
 
 #endif /* EACHOBS_WINDOW_H */

@@ -6,7 +6,10 @@
  */
 #define _GNU_SOURCE
 #include "helpers.h"
+#include "deque.h"
 #include "internal.h"
+
+#include <limits.h>
 
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -28,14 +31,14 @@ Test(deque, starts_with_nearly_equal_runs_of_whole_tasks)
 {
 	static const size_t ns[] = { 0, 1, 9, 10, 11, 99, 1000, 100003 };
 	static const size_t bss[] = { 1, 3, 10, 64 };
-	_Atomic bool stop = false;
+	_Atomic size_t halt = SIZE_MAX;
 
 	for (unsigned w = 1; w <= 9; w += 4)
 		for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++)
 			for (size_t b = 0; b < sizeof(bss) / sizeof(bss[0]); b++) {
 				struct eachobs__deques q;
 				size_t n = ns[a], bs = bss[b], ntasks = (n + bs - 1) / bs;
-				cr_assert_eq(eachobs__deques_init(&q, w, n, bs, &stop), 0);
+				cr_assert_eq(eachobs__deques_init(&q, w, n, bs, &halt), 0);
 				size_t next = 0;
 				for (unsigned j = 0; j < w; j++) {
 					size_t tasks = (hi_of(&q, j) - lo_of(&q, j) + bs - 1) / bs;
@@ -56,11 +59,11 @@ Test(deque, an_owner_claims_from_the_front_and_a_thief_takes_the_back_half)
 {
 	struct eachobs__deques q;
 	struct eachobs__claim_cost cost;
-	_Atomic bool stop = false;
+	_Atomic size_t halt = SIZE_MAX;
 	size_t first;
 
 	/* 100 units in tasks of 10: [0, 50) and [50, 100). */
-	cr_assert_eq(eachobs__deques_init(&q, 2, 100, 10, &stop), 0);
+	cr_assert_eq(eachobs__deques_init(&q, 2, 100, 10, &halt), 0);
 	cr_assert_eq(eachobs__deques_claim(&q, 1, 7, &first, &cost), 7);
 	cr_assert_eq(first, 50);
 	cr_assert_not(cost.stole);
@@ -88,16 +91,16 @@ Test(deque, a_claim_gives_up_once_stopped_or_when_nothing_is_left)
 {
 	struct eachobs__deques q;
 	struct eachobs__claim_cost cost;
-	_Atomic bool stop = false;
+	_Atomic size_t halt = SIZE_MAX;
 	size_t first;
 
-	cr_assert_eq(eachobs__deques_init(&q, 2, 20, 1, &stop), 0);
+	cr_assert_eq(eachobs__deques_init(&q, 2, 20, 1, &halt), 0);
 	cr_assert_eq(eachobs__deques_claim(&q, 0, 10, &first, &cost), 10);
-	atomic_store(&stop, true);
+	atomic_store(&halt, 0);
 	/* Its own deque is empty and the work is stopped: no steal. */
 	cr_assert_eq(eachobs__deques_claim(&q, 0, 10, &first, &cost), 0);
 	cr_assert_eq(atomic_load(&q.unclaimed), 10);
-	atomic_store(&stop, false);
+	atomic_store(&halt, SIZE_MAX);
 	cr_assert_eq(eachobs__deques_claim(&q, 1, 10, &first, &cost), 10);
 	cr_assert_eq(eachobs__deques_claim(&q, 0, 10, &first, &cost), 0);
 	cr_assert_eq(eachobs__deques_claim(&q, 1, 10, &first, &cost), 0);
@@ -157,10 +160,10 @@ static void race(unsigned w, unsigned t, size_t n, size_t bs, size_t max)
 	struct race r = { .max = max, .nthreads = w + t };
 	struct racer *who = calloc(w + t, sizeof(*who));
 	pthread_t *th = calloc(w + t, sizeof(*th));
-	_Atomic bool stop = false;
+	_Atomic size_t halt = SIZE_MAX;
 
 	r.times = calloc(n, 1);
-	cr_assert_eq(eachobs__deques_init(&r.q, w, n, bs, &stop), 0);
+	cr_assert_eq(eachobs__deques_init(&r.q, w, n, bs, &halt), 0);
 	for (unsigned i = 0; i < w + t; i++) {
 		who[i] = (struct racer){ &r, i < w ? i : UINT_MAX, 0 };
 		cr_assert_eq(pthread_create(&th[i], NULL, race_main, &who[i]), 0);

@@ -1,15 +1,20 @@
 /*
  * The unordered hand-off alone (src/handoff.c), without an iterator:
- * credits bound what waits to exactly buffersize, whatever the ring's
- * capacity; with buffersize + loaders + 1 items a loader holding a credit
- * always finds a free item; every item put is taken once; close wakes
- * every sleeper.
+ * credits bound what waits in all lanes together to exactly buffersize,
+ * whatever the rings' capacity; the consumer gives credits back in groups
+ * of at most a quarter of the buffer and all of them before it sleeps;
+ * with buffersize + producers + 1 items a producer holding a credit
+ * always finds an empty one, wherever the consumer put it back; every
+ * item put is taken once, each lane's in the order it was put; no lane
+ * waits behind another for more than a streak; the halt word ends every
+ * wait.
  */
 #define _GNU_SOURCE
 #include "helpers.h"
 #include "handoff.h"
 
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,70 +23,123 @@
 TestSuite(handoff, .init = deadline, .timeout = 60);
 
 static void init(struct eachobs__handoff *h, size_t b, size_t nitems,
-		 unsigned loaders, size_t *items)
+		 unsigned lanes, const _Atomic size_t *halt, size_t *items)
 {
 	*h = (struct eachobs__handoff){ 0 };
-	cr_assert_eq(eachobs__handoff_init(h, b, nitems, loaders), 0);
+	cr_assert_eq(eachobs__handoff_init(h, b, nitems, lanes, halt), 0);
 	for (size_t i = 0; i < nitems; i++)
 		eachobs__handoff_put_free(h, &items[i]);
 }
 
-Test(handoff, credits_bound_what_waits_to_exactly_buffersize)
+Test(handoff, credits_bound_what_waits_in_all_lanes_to_exactly_buffersize)
 {
-	/* 3 and 4: the ready ring (4 and 8 entries) could hold more. */
-	for (size_t b = 1; b <= 9; b++) {
-		struct eachobs__handoff h;
-		size_t items[32];
-		size_t put = 0;
+	/* 3 and 4: a lane's ring (4 and 8 entries) could hold more. */
+	for (size_t b = 1; b <= 9; b++)
+		for (unsigned lanes = 1; lanes <= 3; lanes++) {
+			_Atomic size_t halt = SIZE_MAX;
+			struct eachobs__handoff h;
+			size_t items[32];
+			size_t put = 0;
 
-		init(&h, b, b + 2, 1, items);
-		for (;;) {
-			size_t c = eachobs__handoff_try_take_credits(&h, 1);
-			if (!c)
-				break;
-			void *it = eachobs__handoff_try_get_free(&h);
-			cr_assert_not_null(it, "b %zu: no free item after %zu",
-					   b, put);
-			eachobs__handoff_publish(&h, &it, 1);
-			put++;
+			init(&h, b, b + lanes + 1, lanes, &halt, items);
+			while (eachobs__handoff_try_take_credits(&h, 1)) {
+				unsigned lane = (unsigned)(put % lanes);
+				void *it = eachobs__handoff_try_get_free(&h, lane);
+				cr_assert_not_null(it, "b %zu: no free item "
+						   "after %zu", b, put);
+				eachobs__handoff_publish(&h, lane, &it, 1);
+				put++;
+			}
+			cr_assert_eq(put, b);
+			cr_assert_not_null(eachobs__handoff_get_ready(&h));
+			cr_assert_eq(h.max_waiting, b);
+			eachobs__handoff_fini(&h);
 		}
-		cr_assert_eq(put, b);
-		/* Taking one gives one credit back, no more. */
+}
+
+Test(handoff, credits_come_back_in_groups_and_all_before_the_consumer_sleeps)
+{
+	for (size_t b = 1; b <= 256; b *= 2) {
+		_Atomic size_t halt = SIZE_MAX;
+		struct eachobs__handoff h;
+		size_t items[300];
+		size_t group = b / 4 < 1 ? 1 : b / 4 > 16 ? 16 : b / 4;
+
+		init(&h, b, b + 2, 1, &halt, items);
+		for (size_t i = 0; i < b; i++) {
+			void *it = eachobs__handoff_try_get_free(&h, 0);
+			cr_assert(eachobs__handoff_try_take_credits(&h, 1));
+			eachobs__handoff_publish(&h, 0, &it, 1);
+		}
+		/* Taking one less than a group gives nothing back yet. */
+		for (size_t i = 0; i + 1 < group; i++)
+			cr_assert_not_null(eachobs__handoff_get_ready(&h));
+		cr_assert_eq(atomic_load(&h.credits), 0, "b %zu", b);
+		/* The group's last one gives the whole group back. */
 		cr_assert_not_null(eachobs__handoff_get_ready(&h));
-		cr_assert_eq(eachobs__handoff_try_take_credits(&h, 5), 1);
-		cr_assert_eq(h.max_waiting, b);
+		cr_assert_eq(atomic_load(&h.credits), group, "b %zu", b);
+		if (group > 1) {
+			/* One more is owed; a consumer about to sleep gives
+			 * it back (the halt word makes the wait return). */
+			cr_assert_not_null(eachobs__handoff_get_ready(&h));
+			cr_assert_eq(atomic_load(&h.credits), group);
+			atomic_store(&halt, 0);
+			eachobs__handoff_wait_ready(&h, NULL, NULL);
+			cr_assert_eq(atomic_load(&h.credits), group + 1,
+				     "b %zu", b);
+		}
 		eachobs__handoff_fini(&h);
 	}
 }
 
-Test(handoff, close_wakes_every_sleeper_and_fails_their_puts)
+Test(handoff, the_halt_word_wakes_every_sleeper_and_fails_their_puts)
 {
+	_Atomic size_t halt = SIZE_MAX;
 	struct eachobs__handoff h;
 	size_t items[4];
 
-	init(&h, 1, 3, 2, items);
-	void *a = eachobs__handoff_get_free(&h);
-	cr_assert(eachobs__handoff_put_ready(&h, a));
-	eachobs__handoff_close(&h);
-	cr_assert(eachobs__handoff_closed(&h));
-	/* No credit left: these would sleep forever on an open hand-off. */
-	cr_assert_not(eachobs__handoff_put_ready(&h, &items[1]));
+	init(&h, 1, 3, 2, &halt, items);
+	void *a = eachobs__handoff_get_free(&h, 0);
+	cr_assert(eachobs__handoff_put_ready(&h, 0, a));
+	atomic_store(&halt, 0);
+	eachobs__handoff_wake(&h);
+	cr_assert(eachobs__handoff_halted(&h));
+	/* No credit left: these would sleep forever on a running hand-off. */
+	cr_assert_not(eachobs__handoff_put_ready(&h, 1, &items[1]));
 	cr_assert_eq(eachobs__handoff_take_credits(&h, 1), 0);
 	eachobs__handoff_fini(&h);
 }
 
-/* ---- loaders against a consumer --------------------------------------- */
+Test(handoff, a_producer_finds_the_empty_items_the_consumer_put_in_other_lanes)
+{
+	_Atomic size_t halt = SIZE_MAX;
+	struct eachobs__handoff h;
+	size_t items[80];
 
-enum { ITEMS_MAX = 256 };
+	/* All 80 go back to lane 0 (its own 32, then the spares); lane 2
+	 * still finds every one of them. */
+	init(&h, 64, 80, 3, &halt, items);
+	for (size_t i = 0; i < 80; i++)
+		cr_assert_not_null(eachobs__handoff_try_get_free(&h, 2),
+				   "item %zu", i);
+	cr_assert_null(eachobs__handoff_try_get_free(&h, 1));
+	eachobs__handoff_fini(&h);
+}
+
+/* ---- producers against a consumer -------------------------------------- */
+
+enum { ITEMS_MAX = 256, LANES_MAX = 16 };
 
 struct run {
 	struct eachobs__handoff h;
+	_Atomic size_t halt;
 	size_t items[ITEMS_MAX];
 	size_t b, n;              /* buffersize, units to hand over */
 	unsigned loaders;
+	_Atomic unsigned next_lane;
 	_Atomic size_t next;      /* next unit to load */
-	_Atomic size_t holding;   /* items loaders hold, at most `loaders` */
 	size_t *got;              /* times each unit was taken */
+	size_t *lane_of;          /* the lane each unit was put in */
 	_Atomic bool starved;     /* a loader with a credit found no item */
 	bool runs;                /* loaders move runs of up to 4 */
 };
@@ -89,6 +147,7 @@ struct run {
 static void *loader_main(void *arg)
 {
 	struct run *r = arg;
+	unsigned lane = atomic_fetch_add(&r->next_lane, 1);
 	void *run[4];
 
 	for (;;) {
@@ -98,16 +157,17 @@ static void *loader_main(void *arg)
 			return NULL;
 		size_t first = atomic_fetch_add(&r->next, c), k = 0;
 		for (; k < c && first + k < r->n; k++) {
-			run[k] = eachobs__handoff_try_get_free(&r->h);
+			run[k] = eachobs__handoff_try_get_free(&r->h, lane);
 			if (!run[k]) {
 				atomic_store(&r->starved, true);
-				run[k] = eachobs__handoff_get_free(&r->h);
+				run[k] = eachobs__handoff_get_free(&r->h, lane);
 			}
 			*(size_t *)run[k] = first + k;
+			r->lane_of[first + k] = lane;
 		}
 		if (k < c)
 			eachobs__handoff_give_credits(&r->h, c - k);
-		eachobs__handoff_publish(&r->h, run, k);
+		eachobs__handoff_publish(&r->h, lane, run, k);
 		if (k < c)
 			return NULL;
 	}
@@ -117,18 +177,23 @@ static void hand_over(size_t b, unsigned loaders, size_t n, bool runs)
 {
 	/* The hand-off's members are cache-line aligned: so must r be. */
 	struct run *r = aligned_alloc(64, (sizeof(*r) + 63) / 64 * 64);
-	pthread_t th[16];
+	pthread_t th[LANES_MAX];
+	size_t last_in_lane[LANES_MAX];
 	/* A run holds up to 4 items: the bound is counted in credits, and
 	 * the items a run holds are covered by its credits. */
 	size_t nitems = b + loaders + 1;
 
 	memset(r, 0, sizeof(*r));
+	atomic_init(&r->halt, SIZE_MAX);
 	r->b = b;
 	r->n = n;
 	r->loaders = loaders;
 	r->runs = runs;
 	r->got = calloc(n, sizeof(size_t));
-	init(&r->h, b, nitems, loaders, r->items);
+	r->lane_of = calloc(n, sizeof(size_t));
+	for (unsigned j = 0; j < LANES_MAX; j++)
+		last_in_lane[j] = SIZE_MAX;
+	init(&r->h, b, nitems, loaders, &r->halt, r->items);
 	for (unsigned i = 0; i < loaders; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, loader_main, r), 0);
 	for (size_t taken = 0; taken < n;) {
@@ -139,13 +204,19 @@ static void hand_over(size_t b, unsigned loaders, size_t n, bool runs)
 		}
 		cr_assert_lt(*it, n);
 		r->got[*it]++;
+		/* A lane keeps its producer's order (units rise in it). */
+		size_t lane = r->lane_of[*it], prev = last_in_lane[lane];
+		cr_assert(prev == SIZE_MAX || prev < *it,
+			  "lane %zu: unit %zu after %zu", lane, *it, prev);
+		last_in_lane[lane] = *it;
 		taken++;
 		/* Sometimes the consumer is slow: loaders fill the buffer. */
 		if (taken % 97 == 0)
 			usleep(100);
 		eachobs__handoff_put_free(&r->h, it);
 	}
-	eachobs__handoff_close(&r->h);
+	atomic_store(&r->halt, 0);
+	eachobs__handoff_wake(&r->h);
 	for (unsigned i = 0; i < loaders; i++)
 		pthread_join(th[i], NULL);
 	for (size_t u = 0; u < n; u++)
@@ -159,14 +230,44 @@ static void hand_over(size_t b, unsigned loaders, size_t n, bool runs)
 		      b, loaders);
 	eachobs__handoff_fini(&r->h);
 	free(r->got);
+	free(r->lane_of);
 	free(r);
 }
 
-Test(handoff, every_item_is_taken_once_and_loaders_never_starve)
+Test(handoff, every_item_is_taken_once_in_its_lanes_order_and_loaders_never_starve)
 {
-	for (size_t b = 1; b <= 8; b *= 2)
-		for (unsigned p = 1; p <= 8; p *= 2) {
+	for (size_t b = 1; b <= 128; b *= 4)
+		for (unsigned p = 1; p <= 16; p *= 2) {
 			hand_over(b, p, 3000, false);
 			hand_over(b, p, 3000, true);
 		}
+}
+
+Test(handoff, no_lane_waits_behind_another_for_more_than_a_streak)
+{
+	_Atomic size_t halt = SIZE_MAX;
+	struct eachobs__handoff h;
+	size_t items[200];
+	size_t b = 128;
+
+	/* Lane 0 holds 100 items, lane 1 one: the consumer, on lane 0,
+	 * takes lane 1's within a streak, though lane 0 never ran dry. */
+	init(&h, b, 200, 2, &halt, items);
+	for (size_t i = 0; i < 101; i++) {
+		unsigned lane = i == 100;
+		size_t *it = eachobs__handoff_try_get_free(&h, lane);
+		*it = i;
+		cr_assert(eachobs__handoff_try_take_credits(&h, 1));
+		eachobs__handoff_publish(&h, lane, (void **)&it, 1);
+	}
+	size_t when = SIZE_MAX;
+	for (size_t k = 0; k < 101; k++) {
+		size_t *it = eachobs__handoff_get_ready(&h);
+		cr_assert_not_null(it);
+		if (*it == 100)
+			when = k;
+	}
+	cr_assert_leq(when, EACHOBS__LANE_STREAK, "lane 1's item came %zu-th",
+		      when);
+	eachobs__handoff_fini(&h);
 }

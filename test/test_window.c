@@ -2,26 +2,30 @@
  * The reorder window alone (src/window.c), without an iterator: whose turn
  * each place is, the shrinking claims, that loaders never hold more than W
  * units and the consumer always gets the next unit whatever the loaders'
- * speeds (the no-stall argument), and that a failure or a close wakes the
- * waiters.
+ * speeds (the no-stall argument), and that the owner's limit, lowered to
+ * a failed unit or to 0, ends the waits it makes moot.
  */
 #define _GNU_SOURCE
 #include "helpers.h"
 #include "window.h"
 
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 TestSuite(window, .init = deadline, .timeout = 60);
 
+/* The owner's limit, for the tests that never lower it. */
+static _Atomic size_t no_limit = SIZE_MAX;
+
 Test(window, a_place_serves_units_w_apart_in_turn)
 {
 	struct eachobs__window win;
 	size_t w = 3, n = 3000;
 
-	cr_assert_eq(eachobs__window_init(&win, w, n), 0);
+	cr_assert_eq(eachobs__window_init(&win, w, n, &no_limit), 0);
 	for (size_t i = 0; i < n; i++) {
 		cr_assert(eachobs__window_room(&win, i), "unit %zu", i);
 		if (i + w < n)
@@ -41,7 +45,7 @@ Test(window, claims_rise_shrink_to_single_units_and_stop_at_the_bound)
 	struct eachobs__window win;
 	size_t lo, hi, next = 0, last = SIZE_MAX;
 
-	cr_assert_eq(eachobs__window_init(&win, 8, 1000), 0);
+	cr_assert_eq(eachobs__window_init(&win, 8, 1000, &no_limit), 0);
 	while (eachobs__window_claim(&win, 16, SIZE_MAX, 4, &lo, &hi)) {
 		cr_assert_eq(lo, next);
 		cr_assert_gt(hi, lo);
@@ -55,7 +59,7 @@ Test(window, claims_rise_shrink_to_single_units_and_stop_at_the_bound)
 	cr_assert_eq(eachobs__window_claimed(&win), 1000);
 	eachobs__window_fini(&win);
 
-	cr_assert_eq(eachobs__window_init(&win, 8, 100), 0);
+	cr_assert_eq(eachobs__window_init(&win, 8, 100, &no_limit), 0);
 	cr_assert(eachobs__window_claim(&win, 50, 10, 0, &lo, &hi));
 	cr_assert_eq(hi, 10);
 	cr_assert_not(eachobs__window_claim(&win, 50, 10, 0, &lo, &hi));
@@ -66,6 +70,7 @@ Test(window, claims_rise_shrink_to_single_units_and_stop_at_the_bound)
 
 struct run {
 	struct eachobs__window win;
+	_Atomic size_t limit;     /* the owner's */
 	size_t *place_holds;      /* the unit each place holds now */
 	size_t n;
 	unsigned loaders;
@@ -94,7 +99,7 @@ static void *loader_main(void *arg)
 		for (size_t i = lo; i < hi; i++) {
 			if (!eachobs__window_room(&r->win, i))
 				eachobs__window_wait_room(&r->win, i);
-			if (i >= eachobs__window_limit(&r->win))
+			if (i >= atomic_load(&r->limit))
 				return NULL;
 			note_most(r, atomic_fetch_add(&r->in_flight, 1) + 1);
 			/* Loaders of different speeds: some units are slow. */
@@ -113,7 +118,8 @@ static void run_window(size_t w, unsigned loaders, size_t chunk, size_t n)
 			 .seed = (unsigned)(w * 131 + loaders * 7 + chunk) };
 	pthread_t th[16];
 
-	cr_assert_eq(eachobs__window_init(&r.win, w, n), 0);
+	atomic_init(&r.limit, SIZE_MAX);
+	cr_assert_eq(eachobs__window_init(&r.win, w, n, &r.limit), 0);
 	r.place_holds = calloc(w, sizeof(size_t));
 	for (unsigned i = 0; i < loaders; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, loader_main, &r), 0);
@@ -152,15 +158,17 @@ static bool past_limit(const void *arg)
 {
 	const struct run *r = arg;
 
-	return 5 >= eachobs__window_limit_acquire(&r->win);
+	return 5 >= atomic_load(&r->limit);
 }
 
+/* What an owner does on a failure at unit 5: lower, then wake. */
 static void *fail_soon(void *arg)
 {
 	struct run *r = arg;
 
 	usleep(20000);
-	eachobs__window_fail(&r->win, 5);
+	atomic_store(&r->limit, 5);
+	eachobs__window_wake_at(&r->win, 5);
 	return NULL;
 }
 
@@ -169,38 +177,48 @@ Test(window, a_failure_wakes_a_consumer_waiting_for_a_unit_past_it)
 	struct run r = { 0 };
 	pthread_t th;
 
-	cr_assert_eq(eachobs__window_init(&r.win, 4, 100), 0);
+	atomic_init(&r.limit, SIZE_MAX);
+	cr_assert_eq(eachobs__window_init(&r.win, 4, 100, &r.limit), 0);
 	cr_assert_eq(pthread_create(&th, NULL, fail_soon, &r), 0);
-	/* Unit 5 is never loaded: only the failure ends this wait. */
-	eachobs__window_wait_loaded(&r.win, 5, past_limit, &r);
-	cr_assert_eq(eachobs__window_limit(&r.win), 5);
+	/* Unit 5 is never loaded: only the failure ends this wait (also
+	 * without the caller's own test: 5 is at the limit). */
+	eachobs__window_wait_loaded(&r.win, 5, NULL, NULL);
+	cr_assert(past_limit(&r));
 	cr_assert_not(eachobs__window_loaded(&r.win, 5));
 	pthread_join(th, NULL);
-	/* A higher failure does not raise the limit. */
-	eachobs__window_fail(&r.win, 9);
-	cr_assert_eq(eachobs__window_limit(&r.win), 5);
+	/* Below the limit, a wait still waits for its unit. */
+	eachobs__window_publish(&r.win, 4);
+	eachobs__window_wait_loaded(&r.win, 4, past_limit, &r);
+	cr_assert(eachobs__window_loaded(&r.win, 4));
 	eachobs__window_fini(&r.win);
 }
 
+struct room_wait {
+	struct eachobs__window win;
+	_Atomic size_t limit;
+};
+
 static void *wait_room_of_4(void *arg)
 {
-	struct eachobs__window *win = arg;
+	struct room_wait *w = arg;
 
-	eachobs__window_wait_room(win, 4); /* unit 0 is never released */
+	eachobs__window_wait_room(&w->win, 4); /* unit 0 is never released */
 	return NULL;
 }
 
-Test(window, close_wakes_a_loader_waiting_for_room)
+Test(window, a_limit_of_0_wakes_a_loader_waiting_for_room)
 {
-	struct eachobs__window win;
+	struct room_wait w;
 	pthread_t th;
 
-	cr_assert_eq(eachobs__window_init(&win, 4, 100), 0);
-	eachobs__window_publish(&win, 0);
-	cr_assert_eq(pthread_create(&th, NULL, wait_room_of_4, &win), 0);
+	atomic_init(&w.limit, SIZE_MAX);
+	cr_assert_eq(eachobs__window_init(&w.win, 4, 100, &w.limit), 0);
+	eachobs__window_publish(&w.win, 0);
+	cr_assert_eq(pthread_create(&th, NULL, wait_room_of_4, &w), 0);
 	usleep(20000);
-	eachobs__window_close(&win);
+	atomic_store(&w.limit, 0);
+	eachobs__window_wake(&w.win);
 	pthread_join(th, NULL);
-	cr_assert_eq(eachobs__window_limit(&win), 0);
-	eachobs__window_fini(&win);
+	cr_assert_not(eachobs__window_room(&w.win, 4));
+	eachobs__window_fini(&w.win);
 }
