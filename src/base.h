@@ -64,6 +64,13 @@ void eachobs__event_notify_single(struct eachobs__event *ev,
  * with the consumer. Longer spins measured no better (docs/design.md,
  * Measurements). */
 enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
+/* A loader without room (a full buffer or window) waits this many pauses
+ * (a few microseconds) for the first bit of room before it sleeps until
+ * half is free: with a consumer that takes an item in tens of
+ * nanoseconds, the half it had left lasted less than the wake-up of a
+ * sleeping loader, and the consumer waited, a context switch each side
+ * per half buffer. */
+enum { EACHOBS__ROOM_SPINS = 256 };
 
 void eachobs__event_init(struct eachobs__event *ev);
 /* Return once cond(arg) is true: spin about `spins` times, then sleep. */

@@ -50,6 +50,21 @@ static void *take_over(void *item)
 	return item;
 }
 
+/*
+ * Broken variants, for test/meson.build only: each one breaks one promise
+ * of handoff.h, and the unit suite must catch it (EACHOBS__BREAK unset:
+ * the real hand-off).
+ *   1: credits are not counted (a producer gets what it asks for)
+ *   2: a producer looks for empty items in its own lane and the spares
+ *      only
+ *   3: the consumer stays on a lane as long as it has items
+ *   4: the consumer gives credits back only a buffer's worth at a time,
+ *      and not before it sleeps
+ */
+#ifndef EACHOBS__BREAK
+#define EACHOBS__BREAK 0
+#endif
+
 /* The smallest power of two above n (ck_ring holds size - 1 entries). */
 static unsigned ring_size_for(size_t n)
 {
@@ -86,6 +101,8 @@ static size_t flush_at(size_t buffersize)
 {
 	size_t q = buffersize / 4;
 
+	if (EACHOBS__BREAK == 4)
+		return buffersize;
 	return q < 1 ? 1 : q > EACHOBS__FLUSH_MAX ? EACHOBS__FLUSH_MAX : q;
 }
 
@@ -177,7 +194,7 @@ void *eachobs__handoff_try_get_free(struct eachobs__handoff *h, unsigned lane)
 		return item;
 	if ((item = dequeue_free(&h->spare, h->spare_buf)))
 		return item;
-	for (unsigned k = 1; k < h->nlanes; k++) {
+	for (unsigned k = 1; EACHOBS__BREAK != 2 && k < h->nlanes; k++) {
 		struct eachobs__lane *l = &h->lanes[(lane + k) % h->nlanes];
 		if ((item = dequeue_free(&l->free, l->free_buf)))
 			return item;
@@ -241,6 +258,8 @@ size_t eachobs__handoff_try_take_credits(struct eachobs__handoff *h,
 {
 	size_t c = atomic_load_explicit(&h->credits, memory_order_relaxed);
 
+	if (EACHOBS__BREAK == 1)
+		return want;
 	while (c > 0) {
 		size_t k = c < want ? c : want;
 		if (atomic_compare_exchange_weak_explicit(
@@ -260,14 +279,9 @@ static bool room_or_halted(const void *arg)
 	       eachobs__handoff_halted(h);
 }
 
-/*
- * A producer out of credits first waits a few microseconds for any credit
- * (the consumer gives them back in groups), then sleeps until half the
- * buffer is free. With a consumer that takes an item in tens of
- * nanoseconds, the half buffer it had left lasted less than the wake-up
- * of a sleeping producer, and the consumer then waited: once per half
- * buffer, a context switch each side.
- */
+/* A producer out of credits first waits a few microseconds for any
+ * credit (EACHOBS__ROOM_SPINS; the consumer gives them back in groups),
+ * then sleeps until half the buffer is free. */
 size_t eachobs__handoff_take_credits(struct eachobs__handoff *h, size_t want)
 {
 	for (unsigned i = 0; i < EACHOBS__ROOM_SPINS; i++) {
@@ -404,7 +418,7 @@ void *eachobs__handoff_get_ready(struct eachobs__handoff *h)
 {
 	void *item;
 
-	if (h->streak >= EACHOBS__LANE_STREAK)
+	if (h->streak >= EACHOBS__LANE_STREAK && EACHOBS__BREAK != 3)
 		next_lane(h);
 	for (unsigned k = 0; k < h->nlanes; k++) {
 		struct eachobs__lane *l = &h->lanes[h->cursor];
@@ -443,7 +457,8 @@ void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
 
 	/* What it owes may be what the producers wait for; and with nothing
 	 * ready, every producer that sleeps should be loading. */
-	settle(h);
+	if (EACHOBS__BREAK != 4)
+		settle(h);
 	if (atomic_load_explicit(&h->credits, memory_order_relaxed) >=
 	    h->resume_at)
 		eachobs__event_notify(&h->ev_room, INT_MAX);

@@ -43,10 +43,7 @@
 enum {
 	EACHOBS__LANE_FREE = 32,
 	EACHOBS__FLUSH_MAX = 16,
-	EACHOBS__LANE_STREAK = 32,
-	/* Pauses a producer out of credits waits for any before it sleeps
-	 * (handoff.c). */
-	EACHOBS__ROOM_SPINS = 256
+	EACHOBS__LANE_STREAK = 32
 };
 
 struct eachobs__lane {

@@ -129,6 +129,14 @@ void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 {
 	size_t h = win->w / 2;
 
+	/* First a few microseconds for unit i's own place (base.h,
+	 * EACHOBS__ROOM_SPINS). */
+	for (unsigned k = 0; k < EACHOBS__ROOM_SPINS; k++) {
+		if (eachobs__window_room(win, i) || moot(win, i))
+			return;
+		eachobs__cpu_relax();
+	}
+
 	if (h > 1 && i + h < win->n) {
 		struct turn_wait far = { win, i, place_of(win, i + h),
 					 free_turn(win, i + h), NULL, NULL };
