@@ -52,8 +52,9 @@ typedef bool (*eachobs__cond_fn)(const void *arg);
 
 /* The same pair for an event that at most one thread waits on at a time;
  * cheaper when notifications come faster than the sleeper wakes. A NULL
- * cond means "always". */
-void eachobs__event_wait_single(struct eachobs__event *ev,
+ * cond means "always". The wait returns whether its spins were spent
+ * (it slept, or was about to). */
+bool eachobs__event_wait_single(struct eachobs__event *ev,
 				eachobs__cond_fn cond, const void *arg,
 				unsigned spins);
 void eachobs__event_notify_single(struct eachobs__event *ev,

@@ -151,13 +151,13 @@ void eachobs__event_notify(struct eachobs__event *ev, int nwake)
  * sleeper's return paid a futex wake: several per sleep (docs/design.md,
  * Waiting and waking).
  */
-void eachobs__event_wait_single(struct eachobs__event *ev,
+bool eachobs__event_wait_single(struct eachobs__event *ev,
 				eachobs__cond_fn cond, const void *arg,
 				unsigned spins)
 {
 	for (unsigned i = 0; i < spins; i++) {
 		if (cond(arg))
-			return;
+			return false;
 		eachobs__cpu_relax();
 	}
 	for (;;) {
@@ -175,7 +175,7 @@ void eachobs__event_wait_single(struct eachobs__event *ev,
 			atomic_compare_exchange_strong_explicit(
 				&ev->epoch, &key, key & ~1u,
 				memory_order_relaxed, memory_order_relaxed);
-			return;
+			return true;
 		}
 		futex_wait(&ev->epoch, key);
 	}

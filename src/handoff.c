@@ -119,7 +119,7 @@ static int init_lane(struct eachobs__lane *l, unsigned rs, unsigned fs)
 
 int eachobs__handoff_init(struct eachobs__handoff *h, size_t buffersize,
 			  size_t nitems, unsigned nlanes,
-			  const _Atomic size_t *halt)
+			  const _Atomic size_t *halt, bool free_waits)
 {
 	/* A lane's ready ring may hold every credit; its free ring keeps a
 	 * few items, the spare ring all of them. */
@@ -130,6 +130,7 @@ int eachobs__handoff_init(struct eachobs__handoff *h, size_t buffersize,
 	eachobs__event_init(&h->ev_room);
 	eachobs__event_init(&h->ev_free);
 	h->halt = halt;
+	h->free_waits = free_waits;
 	h->buffersize = buffersize;
 	h->resume_at = resume_at(buffersize, nlanes);
 	h->flush_at = flush_at(buffersize);
@@ -220,9 +221,10 @@ static bool any_free_or_halted(const void *arg)
 	return false;
 }
 
-/* Not expected to wait (the caller's credits, or the items' count,
+/* Without free_waits, not expected to wait (the caller's credits
  * guarantee an empty item): the wait is a safety net, in 1 ms slices so
- * that put_free need not fence (event.c). */
+ * that put_free need not fence (event.c). With free_waits, a wait that
+ * put_free's notify never misses. */
 void *eachobs__handoff_get_free(struct eachobs__handoff *h, unsigned lane)
 {
 	struct free_test t = { h, lane };
@@ -231,8 +233,15 @@ void *eachobs__handoff_get_free(struct eachobs__handoff *h, unsigned lane)
 		void *item = eachobs__handoff_try_get_free(h, lane);
 		if (item || eachobs__handoff_halted(h))
 			return item;
-		eachobs__event_wait_sliced(&h->ev_free, any_free_or_halted, &t,
-					   EACHOBS__LOADER_SPINS, 1000000);
+		if (h->free_waits)
+			eachobs__event_wait_timed(&h->ev_free,
+						  any_free_or_halted, &t,
+						  EACHOBS__LOADER_SPINS);
+		else
+			eachobs__event_wait_sliced(&h->ev_free,
+						   any_free_or_halted, &t,
+						   EACHOBS__LOADER_SPINS,
+						   1000000);
 	}
 }
 
@@ -248,7 +257,13 @@ void eachobs__handoff_put_free(struct eachobs__handoff *h, void *item)
 	if (ck_ring_size(&l->free) >= EACHOBS__LANE_FREE ||
 	    !ck_ring_enqueue_spmc(&l->free, l->free_buf, item))
 		ck_ring_enqueue_spmc(&h->spare, h->spare_buf, item);
-	eachobs__event_notify_lazy(&h->ev_free, 1);
+	/* The fence of a notify that is never missed, per item, was the
+	 * dearest part of giving one back; it is paid only where producers
+	 * may wait (batches, whose cost it shares). */
+	if (h->free_waits)
+		eachobs__event_notify(&h->ev_free, 1);
+	else
+		eachobs__event_notify_lazy(&h->ev_free, 1);
 }
 
 /* ---- credits ------------------------------------------------------- */
@@ -462,8 +477,21 @@ void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
 	if (atomic_load_explicit(&h->credits, memory_order_relaxed) >=
 	    h->resume_at)
 		eachobs__event_notify(&h->ev_room, INT_MAX);
-	eachobs__event_wait_single(&h->ev_ready, consumer_wakes, &w,
-				   EACHOBS__CONSUMER_SPINS);
+	/* Spins that keep ending in sleep only cost a core (items that come
+	 * every few microseconds from many slow loaders): each wait whose
+	 * spins were spent halves the next one's, each that they served
+	 * doubles it, between EACHOBS__LOADER_SPINS and the consumer's. */
+	if (h->spins == 0)
+		h->spins = EACHOBS__CONSUMER_SPINS;
+	if (eachobs__event_wait_single(&h->ev_ready, consumer_wakes, &w,
+				       h->spins))
+		h->spins = h->spins / 2 > EACHOBS__LOADER_SPINS
+				   ? h->spins / 2
+				   : EACHOBS__LOADER_SPINS;
+	else
+		h->spins = h->spins * 2 < EACHOBS__CONSUMER_SPINS
+				   ? h->spins * 2
+				   : EACHOBS__CONSUMER_SPINS;
 }
 
 void eachobs__handoff_wake_consumer(struct eachobs__handoff *h)

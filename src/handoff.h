@@ -64,11 +64,13 @@ struct eachobs__handoff {
 	size_t flush_at;                 /* credits the consumer gives back
 					  * at once */
 	const _Atomic size_t *halt;      /* the owner's: 0 ends everything */
+	bool free_waits;                 /* see eachobs__handoff_init */
 	ck_ring_t spare;                 /* empty items beyond the lanes' */
 	ck_ring_buffer_t *spare_buf;
 	/* The consumer's own. */
 	unsigned cursor EACHOBS__ALIGNED; /* the lane it takes from */
 	unsigned streak;                  /* items taken from it in a row */
+	unsigned spins;                   /* before it sleeps (0: not yet) */
 	unsigned back;                    /* the lane empty items go back to */
 	size_t owed;                      /* credits taken, not given back */
 	size_t taken;                     /* items taken (stats sampling) */
@@ -85,11 +87,12 @@ struct eachobs__handoff {
 
 /* Room for nitems items, credits for buffersize (>= 1) of them in the
  * lanes, for nlanes (>= 1) producers, ended by *halt becoming 0; the
- * caller then puts each item with eachobs__handoff_put_free. 0 or
- * -ENOMEM (call fini all the same). */
+ * caller then puts each item with eachobs__handoff_put_free. free_waits:
+ * producers take an item before its credit, so they may wait for one
+ * (see put_free). 0 or -ENOMEM (call fini all the same). */
 int eachobs__handoff_init(struct eachobs__handoff *h, size_t buffersize,
 			  size_t nitems, unsigned nlanes,
-			  const _Atomic size_t *halt);
+			  const _Atomic size_t *halt, bool free_waits);
 void eachobs__handoff_fini(struct eachobs__handoff *h);
 /* Wake every sleeper to test its conditions again (async-signal-safe;
  * after the owner set the halt word to 0, every wait returns). */
@@ -98,7 +101,7 @@ bool eachobs__handoff_halted(const struct eachobs__handoff *h);
 
 /* Producer `lane` (and only it): an empty item, or NULL. get_free waits
  * for one (NULL only once halted); the credits a caller holds guarantee
- * it need not. */
+ * it need not, unless free_waits. */
 void *eachobs__handoff_try_get_free(struct eachobs__handoff *h,
 				    unsigned lane);
 void *eachobs__handoff_get_free(struct eachobs__handoff *h, unsigned lane);

@@ -40,8 +40,10 @@ static int init(eachobs_iter *it, unsigned workers)
 	memset(u, 0, sizeof(*u));
 	it->ms = u;
 	u->consumer_lane = workers;
+	/* Batched, a loader takes a slot before its credit (worker()). */
 	if (eachobs__handoff_init(&u->handoff, it->buffersize, it->nslots,
-				  workers + 1, &it->load.limit) < 0)
+				  workers + 1, &it->load.limit,
+				  it->batchsize > 0) < 0)
 		return eachobs__fail(-ENOMEM,
 				     "out of memory for the hand-off rings "
 				     "(%zu slots, %u lanes)",

@@ -26,7 +26,7 @@ static void init(struct eachobs__handoff *h, size_t b, size_t nitems,
 		 unsigned lanes, const _Atomic size_t *halt, size_t *items)
 {
 	*h = (struct eachobs__handoff){ 0 };
-	cr_assert_eq(eachobs__handoff_init(h, b, nitems, lanes, halt), 0);
+	cr_assert_eq(eachobs__handoff_init(h, b, nitems, lanes, halt, false), 0);
 	for (size_t i = 0; i < nitems; i++)
 		eachobs__handoff_put_free(h, &items[i]);
 }
