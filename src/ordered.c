@@ -106,59 +106,81 @@ static void load_and_publish(eachobs_iter *it, size_t u)
 		;
 }
 
-/* Unbatched loads that did not wait, k of them since t0: into the
- * stats. */
-static void account_run(uint64_t t0, size_t *k)
+/* Unbatched loads that did not wait, k of them since t0: into the stats,
+ * and what each took into *per_item_ns. */
+static void account_run(uint64_t t0, size_t *k, uint64_t *per_item_ns)
 {
 	if (*k == 0)
 		return;
-	eachobs__account(t0, eachobs__now_ns(), *k);
+	uint64_t t1 = eachobs__now_ns();
+	eachobs__account(t0, t1, *k);
+	*per_item_ns = (t1 - t0) / *k;
 	*k = 0;
+}
+
+/* A loader's unbatched units [*from, to), loaded, not published yet. */
+static void publish_pending(struct eachobs__window *win, size_t *from,
+			    size_t to)
+{
+	if (*from < to)
+		eachobs__window_publish_run(win, *from, to);
+	*from = to;
 }
 
 /*
  * Load the claimed [lo, hi) in order, each once its slot is free; false
  * when close began or a failure below hi ended the loading. Unbatched,
  * the loads between two waits are timed together: two clock reads per
- * observation cost more than a cheap getobs.
+ * observation cost more than a cheap getobs. A cheap getobs's units are
+ * published in runs of EACHOBS__RUN_MAX, with one wake-up: per unit, the
+ * wake-up's fence was most of what a no-op load cost. A slow one's are
+ * published one by one, as soon as each is loaded.
  */
-static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi)
+static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi,
+		       uint64_t *per_item_ns)
 {
 	struct eachobs__window *win = &O(it)->window;
+	bool cheap = *per_item_ns < EACHOBS__CHEAP_NS;
 	uint64_t t0 = 0;
-	size_t k = 0;
+	size_t k = 0, from = lo;
 
 	for (size_t i = lo; i < hi; i++) {
 		if (!eachobs__window_room(win, i)) {
-			account_run(t0, &k);
+			publish_pending(win, &from, i);
+			account_run(t0, &k, per_item_ns);
 			eachobs__window_wait_room(win, i);
 		}
 		/* Claims rise, so once i is past a failure every later index
 		 * is too: nobody will ask for them. */
 		if (eachobs__halted_at(it, i)) {
-			account_run(t0, &k);
+			publish_pending(win, &from, i);
+			account_run(t0, &k, per_item_ns);
 			return false;
 		}
 		if (it->batchsize) {
 			load_and_publish(it, i);
+			from = i + 1;
 			continue;
 		}
 		if (k++ == 0)
 			t0 = eachobs__now_ns();
 		eachobs__fill_one(&it->load, slot_of(it, i), i);
-		eachobs__window_publish(win, i);
+		if (!cheap || i + 1 - from >= EACHOBS__RUN_MAX)
+			publish_pending(win, &from, i + 1);
 	}
-	account_run(t0, &k);
+	publish_pending(win, &from, hi);
+	account_run(t0, &k, per_item_ns);
 	return true;
 }
 
 static void worker(eachobs_iter *it, unsigned self)
 {
+	uint64_t per_item = UINT64_MAX; /* unknown: publish one by one */
 	size_t lo, hi;
 
 	while (eachobs__window_claim(&O(it)->window, it->basesize, it->nunits,
 				     it->workers.nthreads, &lo, &hi))
-		if (!load_chunk(it, lo, hi))
+		if (!load_chunk(it, lo, hi, &per_item))
 			return;
 	while (help_entry(it, self, SIZE_MAX))
 		;

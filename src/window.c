@@ -12,22 +12,25 @@ int eachobs__window_init(struct eachobs__window *win, size_t w, size_t n,
 {
 	win->w = w;
 	win->n = n;
+	win->step = w / 2 ? w / 2 : 1;
 	win->limit = limit;
 	atomic_init(&win->next_claim, 0);
-	win->places = eachobs__alloc_aligned(w * sizeof(*win->places));
-	if (!win->places)
+	atomic_init(&win->released, 0);
+	atomic_init(&win->want, 0);
+	eachobs__event_init(&win->ev_loaded);
+	eachobs__event_init(&win->ev_room);
+	win->loaded = eachobs__alloc_aligned(w * sizeof(*win->loaded));
+	if (!win->loaded)
 		return -ENOMEM;
-	for (size_t i = 0; i < w; i++) {
-		atomic_init(&win->places[i].turn, 0);
-		eachobs__event_init(&win->places[i].ev);
-	}
+	for (size_t i = 0; i < w; i++)
+		atomic_init(&win->loaded[i], 0);
 	return 0;
 }
 
 void eachobs__window_fini(struct eachobs__window *win)
 {
-	eachobs__free(win->places);
-	win->places = NULL;
+	eachobs__free(win->loaded);
+	win->loaded = NULL;
 }
 
 bool eachobs__window_claim(struct eachobs__window *win, size_t max,
@@ -59,147 +62,145 @@ size_t eachobs__window_claimed(const struct eachobs__window *win)
 	return atomic_load_explicit(&win->next_claim, memory_order_relaxed);
 }
 
-static struct eachobs__place *place_of(const struct eachobs__window *win,
-				       size_t i)
-{
-	return &win->places[i % win->w];
-}
-
-/* The turn at which unit i's place is free for it. */
-static uint32_t free_turn(const struct eachobs__window *win, size_t i)
-{
-	return (uint32_t)(2 * (i / win->w));
-}
-
 /* Nobody loads unit i or waits for it any more. */
 static bool moot(const struct eachobs__window *win, size_t i)
 {
 	return i >= atomic_load_explicit(win->limit, memory_order_acquire);
 }
 
-struct turn_wait {
-	const struct eachobs__window *win;
-	size_t unit;                   /* the unit the wait is for */
-	struct eachobs__place *place;
-	uint32_t want;
-	eachobs__cond_fn also;
-	const void *arg;
-};
-
-static bool turn_is(const struct turn_wait *w)
+/* Units below `released` were let go of: i's place is free once i - W
+ * is among them. (i < W: free from the start.) */
+static bool room_below(const struct eachobs__window *win, size_t i,
+		       size_t released)
 {
-	return atomic_load_explicit(&w->place->turn, memory_order_acquire) ==
-	       w->want;
-}
-
-static bool turn_or_moot(const void *arg)
-{
-	const struct turn_wait *w = arg;
-
-	return turn_is(w) || moot(w->win, w->unit);
-}
-
-/* The place's turn is at w->want or past it (turns only grow, by at most
- * 2 past a place's free turn, and are compared modulo 2^32). */
-static bool turn_reached_or_moot(const void *arg)
-{
-	const struct turn_wait *w = arg;
-	uint32_t t = atomic_load_explicit(&w->place->turn, memory_order_acquire);
-
-	return (uint32_t)(t - w->want) < UINT32_C(1) << 31 ||
-	       moot(w->win, w->unit);
+	return i < released + win->w;
 }
 
 bool eachobs__window_room(const struct eachobs__window *win, size_t i)
 {
-	return atomic_load_explicit(&place_of(win, i)->turn,
-				    memory_order_acquire) == free_turn(win, i);
+	return room_below(win, i, atomic_load_explicit(&win->released,
+						       memory_order_acquire));
+}
+
+struct room_wait {
+	const struct eachobs__window *win;
+	size_t unit;
+	size_t target; /* `released` to wait for */
+};
+
+static bool released_or_moot(const void *arg)
+{
+	const struct room_wait *w = arg;
+
+	return atomic_load_explicit(&w->win->released, memory_order_acquire) >=
+		       w->target ||
+	       moot(w->win, w->unit);
 }
 
 /*
- * A loader whose place is not free yet (the window is full) waits until
- * half the window is free, not one place: the consumer lets go of units in
- * order, so once unit i + W/2's place is free, so is i's, and the W/2 - 1
- * after it. Waiting for the one place made loaders and consumer take
- * turns, a futex wake per observation with a cheap getobs. The wait cannot
- * stall: unit i + W/2 - W is below i, so it was claimed earlier and is
- * loaded or being loaded.
+ * A loader whose place is not free yet (the window is full) spins a few
+ * microseconds for it (base.h, EACHOBS__ROOM_SPINS), then sleeps until
+ * half the window is free, not one place: the consumer lets go of units
+ * in order, so it wakes loaders only when `released` reaches a multiple
+ * of half the window, and a loader waits for the first such multiple at
+ * which its place is free. Waiting for the one place made loaders and
+ * consumer take turns, a futex wake per observation with a cheap getobs.
+ * The wait cannot stall: the multiple is at most unit i - W + W/2 < i, and
+ * every unit below i was claimed earlier and is loaded or being loaded.
  */
 void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 {
-	size_t h = win->w / 2;
-
-	/* First a few microseconds for unit i's own place (base.h,
-	 * EACHOBS__ROOM_SPINS). */
 	for (unsigned k = 0; k < EACHOBS__ROOM_SPINS; k++) {
 		if (eachobs__window_room(win, i) || moot(win, i))
 			return;
 		eachobs__cpu_relax();
 	}
-
-	if (h > 1 && i + h < win->n) {
-		struct turn_wait far = { win, i, place_of(win, i + h),
-					 free_turn(win, i + h), NULL, NULL };
-		eachobs__event_wait_timed(&far.place->ev,
-					  turn_reached_or_moot, &far,
-					  EACHOBS__LOADER_SPINS);
-	}
-	struct turn_wait w = { win, i, place_of(win, i), free_turn(win, i),
-			       NULL, NULL };
-	eachobs__event_wait_timed(&w.place->ev, turn_or_moot, &w,
-				  EACHOBS__LOADER_SPINS);
+	size_t need = i + 1 - win->w; /* i >= W: i < W always has room */
+	struct room_wait w = {
+		win, i, (need + win->step - 1) / win->step * win->step
+	};
+	eachobs__event_wait_timed(&win->ev_room, released_or_moot, &w, 0);
 }
 
-static void set_turn(struct eachobs__window *win, size_t i, uint32_t turn)
+/* Whether the unit the consumer sleeps for is loaded now. */
+static bool wanted_loaded(const void *arg)
 {
-	struct eachobs__place *p = place_of(win, i);
+	const struct eachobs__window *win = arg;
+	size_t m = atomic_load_explicit(&win->want, memory_order_relaxed);
 
-	atomic_store_explicit(&p->turn, turn, memory_order_release);
-	eachobs__event_notify(&p->ev, INT_MAX);
+	return eachobs__window_loaded(win, m);
+}
+
+void eachobs__window_publish_run(struct eachobs__window *win, size_t lo,
+				 size_t hi)
+{
+	for (size_t i = lo; i < hi; i++)
+		atomic_store_explicit(&win->loaded[i % win->w], i + 1,
+				      memory_order_release);
+	eachobs__event_notify_single(&win->ev_loaded, wanted_loaded, win);
 }
 
 void eachobs__window_publish(struct eachobs__window *win, size_t i)
 {
-	set_turn(win, i, free_turn(win, i) + 1);
+	eachobs__window_publish_run(win, i, i + 1);
 }
 
 bool eachobs__window_loaded(const struct eachobs__window *win, size_t i)
 {
-	return atomic_load_explicit(&place_of(win, i)->turn,
-				    memory_order_acquire) ==
-	       free_turn(win, i) + 1;
+	return atomic_load_explicit(&win->loaded[i % win->w],
+				    memory_order_acquire) == i + 1;
 }
+
+struct loaded_wait {
+	const struct eachobs__window *win;
+	size_t unit;
+	eachobs__cond_fn also;
+	const void *arg;
+};
 
 static bool loaded_or_woken(const void *arg)
 {
-	const struct turn_wait *w = arg;
+	const struct loaded_wait *w = arg;
 
-	return turn_or_moot(arg) || (w->also && w->also(w->arg));
+	return eachobs__window_loaded(w->win, w->unit) ||
+	       moot(w->win, w->unit) || (w->also && w->also(w->arg));
 }
 
 void eachobs__window_wait_loaded(struct eachobs__window *win, size_t i,
 				 eachobs__cond_fn also, const void *arg)
 {
-	struct turn_wait w = { win, i, place_of(win, i), free_turn(win, i) + 1,
-			       also, arg };
+	struct loaded_wait w = { win, i, also, arg };
+	struct eachobs__stats *st = eachobs__tls_stats;
 
-	eachobs__event_wait_timed(&w.place->ev, loaded_or_woken, &w,
-				  EACHOBS__CONSUMER_SPINS);
+	if (loaded_or_woken(&w))
+		return;
+	/* Before the sleep flag is set (a sequentially consistent RMW), so a
+	 * loader that sees the flag sees which unit it is for. */
+	atomic_store_explicit(&win->want, i, memory_order_relaxed);
+	uint64_t t0 = st ? eachobs__now_ns() : 0;
+	eachobs__event_wait_single(&win->ev_loaded, loaded_or_woken, &w,
+				   EACHOBS__CONSUMER_SPINS);
+	if (st)
+		eachobs__stat_add(&st->idle_ns, eachobs__now_ns() - t0);
 }
 
+/* Loaders wait for a multiple of the step (eachobs__window_wait_room):
+ * only a release that reaches one, or the last, can wake one. */
 void eachobs__window_release(struct eachobs__window *win, size_t i)
 {
-	/* From 2k + 1 (loaded) to 2k + 2: free for unit i + W. */
-	set_turn(win, i, free_turn(win, i) + 2);
+	atomic_store_explicit(&win->released, i + 1, memory_order_release);
+	if ((i + 1) % win->step == 0 || i + 1 == win->n)
+		eachobs__event_notify(&win->ev_room, INT_MAX);
 }
 
 void eachobs__window_wake_at(struct eachobs__window *win, size_t i)
 {
-	eachobs__event_notify(&place_of(win, i)->ev, INT_MAX);
+	(void)i;
+	eachobs__window_wake(win);
 }
 
 void eachobs__window_wake(struct eachobs__window *win)
 {
-	for (size_t i = 0; win->places && i < win->w; i++)
-		eachobs__event_notify(&win->places[i].ev, INT_MAX);
+	eachobs__event_notify_single(&win->ev_loaded, NULL, NULL);
+	eachobs__event_notify(&win->ev_room, INT_MAX);
 }

@@ -9,12 +9,15 @@
  *     is free because m - W < m was let go. So the window never stalls on
  *     a missing unit, whatever the speed of the other loaders.
  *
- * Each place has a turn word that says whose move it is: for unit
- * p + kW (p < W) it is 2k while the place waits to be loaded, 2k + 1 once
- * loaded, and the consumer moves it to 2k + 2 when it lets go (compared
- * for equality and differences only, so it may wrap). Each place has its
- * own event count, so a loader waiting for room and the consumer waiting
- * for a unit are woken by exactly the change they wait for.
+ * Each place has a word that says which unit it holds loaded (unit + 1;
+ * 0: none yet); the words lie side by side, so a loader's run of units
+ * fills a cache line together and the consumer reads several with one
+ * line. The consumer lets go of units in order, so one counter,
+ * `released`, says which places are free: unit i's is once released > i -
+ * W. A loader that found no room sleeps until half the window is free
+ * (the consumer wakes loaders only when `released` reaches a multiple of
+ * half the window); the consumer sleeps on its own event, woken by the
+ * loader that publishes the unit it waits for.
  *
  * The owner's limit ends the loading early: nothing at or above it is
  * loaded or waited for (the owner lowers it to a failed unit, or to 0 to
@@ -26,18 +29,20 @@
 
 #include "base.h"
 
-struct eachobs__place {
-	_Atomic uint32_t turn;
-	struct eachobs__event ev;
-} EACHOBS__ALIGNED;
-
 struct eachobs__window {
-	struct eachobs__place *places; /* W */
+	/* Read-mostly: fixed at init. */
+	_Atomic size_t *loaded;        /* W words: unit + 1 held loaded */
 	size_t w;
 	size_t n;                      /* units */
-	/* The owner's: the lowest unit not to load or wait for. */
-	const _Atomic size_t *limit;
+	size_t step;                   /* releases between loader wake-ups */
+	const _Atomic size_t *limit;   /* the owner's: the lowest unit not to
+					* load or wait for */
 	_Atomic size_t next_claim EACHOBS__ALIGNED; /* first unclaimed unit */
+	/* Written by the consumer. */
+	_Atomic size_t released EACHOBS__ALIGNED;   /* units let go of */
+	_Atomic size_t want;           /* the unit it sleeps for */
+	struct eachobs__event ev_loaded EACHOBS__ALIGNED; /* the consumer's */
+	struct eachobs__event ev_room EACHOBS__ALIGNED;   /* loaders' */
 };
 
 /* A window of w >= 1 places over n units, under the owner's *limit. 0 or
@@ -58,15 +63,19 @@ bool eachobs__window_room(const struct eachobs__window *win, size_t i);
  * limit. Waits for half the window to be free when it can (see
  * window.c). */
 void eachobs__window_wait_room(struct eachobs__window *win, size_t i);
-/* Loader: unit i is loaded (its place was free for it). */
+/* Loader: unit i is loaded (its place was free for it); units [lo, hi),
+ * all loaded by the caller, with one wake-up. */
 void eachobs__window_publish(struct eachobs__window *win, size_t i);
+void eachobs__window_publish_run(struct eachobs__window *win, size_t lo,
+				 size_t hi);
 
 /* Consumer: whether unit i is loaded; wait until it is, i reached the
  * limit, or also(arg) holds (NULL: nothing else). */
 bool eachobs__window_loaded(const struct eachobs__window *win, size_t i);
 void eachobs__window_wait_loaded(struct eachobs__window *win, size_t i,
 				 eachobs__cond_fn also, const void *arg);
-/* Consumer: let go of loaded unit i; its place is free for i + W. */
+/* Consumer: let go of loaded unit i, the lowest not let go of yet (units
+ * are let go of in order); its place is free for i + W. */
 void eachobs__window_release(struct eachobs__window *win, size_t i);
 
 /* Units claimed so far. */

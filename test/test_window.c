@@ -33,10 +33,29 @@ Test(window, a_place_serves_units_w_apart_in_turn)
 		cr_assert_not(eachobs__window_loaded(&win, i));
 		eachobs__window_publish(&win, i);
 		cr_assert(eachobs__window_loaded(&win, i));
-		cr_assert_not(eachobs__window_room(&win, i));
+		/* The place holds unit i until it is let go of. */
+		if (i + w < n) {
+			cr_assert_not(eachobs__window_room(&win, i + w));
+			cr_assert_not(eachobs__window_loaded(&win, i + w));
+		}
 		eachobs__window_release(&win, i);
-		cr_assert_not(eachobs__window_loaded(&win, i));
+		if (i + w < n)
+			cr_assert(eachobs__window_room(&win, i + w));
 	}
+	eachobs__window_fini(&win);
+}
+
+Test(window, a_run_is_published_together_and_each_unit_only_once_loaded)
+{
+	struct eachobs__window win;
+
+	cr_assert_eq(eachobs__window_init(&win, 8, 100, &no_limit), 0);
+	eachobs__window_publish_run(&win, 0, 5);
+	for (size_t i = 0; i < 8; i++)
+		cr_assert_eq(eachobs__window_loaded(&win, i), i < 5, "unit %zu",
+			     i);
+	/* Place 0 holds unit 0, not unit 8. */
+	cr_assert_not(eachobs__window_loaded(&win, 8));
 	eachobs__window_fini(&win);
 }
 
@@ -220,5 +239,40 @@ Test(window, a_limit_of_0_wakes_a_loader_waiting_for_room)
 	eachobs__window_wake(&w.win);
 	pthread_join(th, NULL);
 	cr_assert_not(eachobs__window_room(&w.win, 4));
+	eachobs__window_fini(&w.win);
+}
+
+struct half_wait {
+	struct eachobs__window win;
+	_Atomic bool returned;
+};
+
+static void *wait_room_of_11(void *arg)
+{
+	struct half_wait *w = arg;
+
+	eachobs__window_wait_room(&w->win, 11);
+	atomic_store(&w->returned, true);
+	return NULL;
+}
+
+Test(window, a_loader_without_room_sleeps_until_half_the_window_is_free)
+{
+	struct half_wait w = { .returned = false };
+	pthread_t th;
+
+	/* Unit 11's place frees when unit 3 is let go of; the loader waits
+	 * for the half mark, 4 units, which that release reaches. */
+	cr_assert_eq(eachobs__window_init(&w.win, 8, 100, &no_limit), 0);
+	eachobs__window_publish_run(&w.win, 0, 8);
+	cr_assert_eq(pthread_create(&th, NULL, wait_room_of_11, &w), 0);
+	for (size_t i = 0; i < 3; i++)
+		eachobs__window_release(&w.win, i);
+	usleep(20000);
+	cr_assert_not(atomic_load(&w.returned), "returned before its place "
+		      "was free");
+	eachobs__window_release(&w.win, 3);
+	pthread_join(th, NULL);
+	cr_assert(eachobs__window_room(&w.win, 11));
 	eachobs__window_fini(&w.win);
 }
