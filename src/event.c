@@ -71,8 +71,10 @@ void eachobs__event_init(struct eachobs__event *ev)
 	atomic_init(&ev->waiters, 0);
 }
 
-void eachobs__event_wait(struct eachobs__event *ev, eachobs__cond_fn cond,
-			 const void *arg, unsigned spins)
+/* The counting protocol's wait; slice_ns 0: each sleep lasts until a
+ * notify, else at most slice_ns. */
+static void wait_counting(struct eachobs__event *ev, eachobs__cond_fn cond,
+			  const void *arg, unsigned spins, uint64_t slice_ns)
 {
 	for (unsigned i = 0; i < spins; i++) {
 		if (cond(arg))
@@ -90,9 +92,18 @@ void eachobs__event_wait(struct eachobs__event *ev, eachobs__cond_fn cond,
 			break;
 		/* A notify that comes after our key was read bumps epoch, so
 		 * the kernel refuses to sleep on the stale key. */
-		futex_wait(&ev->epoch, key);
+		if (slice_ns)
+			futex_wait_for(&ev->epoch, key, slice_ns);
+		else
+			futex_wait(&ev->epoch, key);
 	}
 	atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+}
+
+void eachobs__event_wait(struct eachobs__event *ev, eachobs__cond_fn cond,
+			 const void *arg, unsigned spins)
+{
+	wait_counting(ev, cond, arg, spins, 0);
 }
 
 /*
@@ -106,21 +117,7 @@ void eachobs__event_wait_sliced(struct eachobs__event *ev,
 				eachobs__cond_fn cond, const void *arg,
 				unsigned spins, uint64_t slice_ns)
 {
-	for (unsigned i = 0; i < spins; i++) {
-		if (cond(arg))
-			return;
-		eachobs__cpu_relax();
-	}
-	atomic_fetch_add_explicit(&ev->waiters, 1, memory_order_seq_cst);
-	atomic_thread_fence(memory_order_seq_cst);
-	for (;;) {
-		uint32_t key =
-			atomic_load_explicit(&ev->epoch, memory_order_acquire);
-		if (cond(arg))
-			break;
-		futex_wait_for(&ev->epoch, key, slice_ns);
-	}
-	atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+	wait_counting(ev, cond, arg, spins, slice_ns ? slice_ns : 1);
 }
 
 void eachobs__event_notify_lazy(struct eachobs__event *ev, int nwake)

@@ -68,6 +68,10 @@ CHILD = textwrap.dedent("""
     import os, signal, sys, threading, time
     import eachobs
 
+    # Python's own Ctrl-C handler, whatever the parent left: a shell
+    # running the suite in the background starts it with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
     class Slow:
         def __len__(self):
             return 1000
