@@ -99,9 +99,12 @@ void eachobs__handoff_fini(struct eachobs__handoff *h);
 void eachobs__handoff_wake(struct eachobs__handoff *h);
 bool eachobs__handoff_halted(const struct eachobs__handoff *h);
 
-/* Producer `lane` (and only it): an empty item, or NULL. get_free waits
- * for one (NULL only once halted); the credits a caller holds guarantee
- * it need not, unless free_waits. */
+/* Producer `lane` (and only it): an empty item, or NULL. try_get_free
+ * looks through the rings once, so it may miss an item that the consumer
+ * puts back behind it while another producer takes the one ahead; get_free
+ * looks again while any ring holds one, and waits only when none does
+ * (NULL only once halted). The credits a caller holds guarantee that it
+ * need not wait, unless free_waits. */
 void *eachobs__handoff_try_get_free(struct eachobs__handoff *h,
 				    unsigned lane);
 void *eachobs__handoff_get_free(struct eachobs__handoff *h, unsigned lane);

@@ -157,7 +157,12 @@ static void *loader_main(void *arg)
 			return NULL;
 		size_t first = atomic_fetch_add(&r->next, c), k = 0;
 		for (; k < c && first + k < r->n; k++) {
-			run[k] = eachobs__handoff_try_get_free(&r->h, lane);
+			/* A look through the rings may miss an item that moves
+			 * behind it (handoff.h); a few more find one. */
+			run[k] = NULL;
+			for (int look = 0; !run[k] && look < 64; look++)
+				run[k] = eachobs__handoff_try_get_free(&r->h,
+								       lane);
 			if (!run[k]) {
 				atomic_store(&r->starved, true);
 				run[k] = eachobs__handoff_get_free(&r->h, lane);
