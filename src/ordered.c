@@ -21,7 +21,6 @@ struct eachobs__ordered {
 			     * claim (help) */
 	uint64_t help_ns;   /* THREADED: what its last help took per
 			     * observation (0: not measured yet) */
-	bool have_window;
 };
 
 static struct eachobs__ordered *O(const eachobs_iter *it)
@@ -45,7 +44,6 @@ static int init(eachobs_iter *it, unsigned workers)
 				     "out of memory for the reorder window "
 				     "(%zu places)",
 				     it->nslots);
-	o->have_window = true;
 	return 0;
 }
 
@@ -300,7 +298,8 @@ static void fail(eachobs_iter *it, size_t u)
 
 static void wake(eachobs_iter *it)
 {
-	if (O(it) && O(it)->have_window)
+	/* Zeroed events are valid ones: also after a failed init. */
+	if (O(it))
 		eachobs__window_wake(&O(it)->window);
 }
 

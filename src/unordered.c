@@ -21,7 +21,6 @@ struct eachobs__unordered {
 	/* THREADED: what the consumer's last help took per observation (0:
 	 * not measured yet). */
 	uint64_t help_ns;
-	bool have_deques;
 };
 
 static struct eachobs__unordered *U(const eachobs_iter *it)
@@ -56,7 +55,6 @@ static int init(eachobs_iter *it, unsigned workers)
 		return eachobs__fail(-ENOMEM,
 				     "out of memory for %u workers' deques",
 				     workers);
-	u->have_deques = workers > 0;
 	return 0;
 }
 
@@ -66,8 +64,7 @@ static void fini(eachobs_iter *it)
 
 	if (!u)
 		return;
-	if (u->have_deques)
-		eachobs__deques_fini(&u->deques);
+	eachobs__deques_fini(&u->deques);
 	eachobs__handoff_fini(&u->handoff);
 	eachobs__free(u);
 	it->ms = NULL;
