@@ -86,10 +86,12 @@ void eachobs__loader_setup(struct eachobs__loader *ld);
 void eachobs__loader_fini(struct eachobs__loader *ld);
 
 /* Lower the limit to u (never raise it): no getobs starts for unit u or a
- * later one. 0 stops every load (close). Any thread. */
+ * later one. 0 stops every load (close). Any thread. Release: a thread
+ * that sees the lowered limit with acquire sees the failure record
+ * written before it. */
 static inline void eachobs__loader_halt(struct eachobs__loader *ld, size_t u)
 {
-	eachobs__atomic_lower(&ld->limit, u, memory_order_relaxed);
+	eachobs__atomic_lower(&ld->limit, u, memory_order_release);
 }
 
 /* Whether the failure record is filled (the consumer may read it). */

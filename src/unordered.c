@@ -146,8 +146,14 @@ static void run_unbatched(eachobs_iter *it, unsigned self)
 			k = claim(it, self, c, &first);
 		if (k < c)
 			eachobs__handoff_give_credits(h, c - k);
-		if (k == 0)
+		if (k == 0) {
+			/* No work left: producers asleep for room would
+			 * stay parked until close (a give-back of unused
+			 * credits crosses no step), keeping a pool's
+			 * threads from other iterators. */
+			eachobs__handoff_wake(h);
 			return;
+		}
 		n = load_run(it, self, run, first, k, &per_item);
 		if (eachobs__closing(it))
 			return;
