@@ -2,9 +2,10 @@
  * Starting and stopping an iterator: argument checks, defaults, the plan
  * (units, workers, slots), allocation, start-up, and the close protocol.
  *
- * Close protocol: set `closing`, wake every sleeper (each wait tests
- * `closing`), join the workers, free. Workers test `closing` right before
- * every getobs and in every wait, so close returns once the getobs calls
+ * Close protocol: set `closing` (eachobs_cancelled's answer), lower the
+ * halt word to 0, wake every sleeper (each wait tests the halt word, the
+ * start gate `closing`), join the workers, free. Loaders test the halt
+ * word right before every getobs, so close returns once the getobs calls
  * already running have returned.
  */
 #define _GNU_SOURCE

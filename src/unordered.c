@@ -167,7 +167,7 @@ static void run_unbatched(eachobs_iter *it, unsigned self)
  * The consumer helps like a worker when getobs is cheap: helping one
  * observation at a time cost a deque lock and a free-ring round trip per
  * item, and THREADED ran slower than BACKGROUND. Its run goes through
- * credits and the ready ring, so it counts against buffersize like any
+ * credits and its own lane, so it counts against buffersize like any
  * worker's, and the consumer then takes the observations out in the
  * usual way.
  */
