@@ -134,6 +134,7 @@ int eachobs__handoff_init(struct eachobs__handoff *h, size_t buffersize,
 	h->buffersize = buffersize;
 	h->resume_at = resume_at(buffersize, nlanes);
 	h->flush_at = flush_at(buffersize);
+	h->spins = EACHOBS__CONSUMER_SPINS;
 	atomic_init(&h->credits, buffersize);
 	h->spare_buf = eachobs__calloc(ring_size_for(nitems),
 				       sizeof(*h->spare_buf));
@@ -203,15 +204,9 @@ void *eachobs__handoff_try_get_free(struct eachobs__handoff *h, unsigned lane)
 	return NULL;
 }
 
-struct free_test {
-	struct eachobs__handoff *h;
-	unsigned lane;
-};
-
 static bool any_free_or_halted(const void *arg)
 {
-	const struct free_test *t = arg;
-	struct eachobs__handoff *h = t->h;
+	const struct eachobs__handoff *h = arg;
 
 	if (ck_ring_size(&h->spare) > 0 || eachobs__handoff_halted(h))
 		return true;
@@ -227,19 +222,17 @@ static bool any_free_or_halted(const void *arg)
  * put_free's notify never misses. */
 void *eachobs__handoff_get_free(struct eachobs__handoff *h, unsigned lane)
 {
-	struct free_test t = { h, lane };
-
 	for (;;) {
 		void *item = eachobs__handoff_try_get_free(h, lane);
 		if (item || eachobs__handoff_halted(h))
 			return item;
 		if (h->free_waits)
 			eachobs__event_wait_timed(&h->ev_free,
-						  any_free_or_halted, &t,
+						  any_free_or_halted, h,
 						  EACHOBS__LOADER_SPINS);
 		else
 			eachobs__event_wait_sliced(&h->ev_free,
-						   any_free_or_halted, &t,
+						   any_free_or_halted, h,
 						   EACHOBS__LOADER_SPINS,
 						   1000000);
 	}
@@ -299,21 +292,17 @@ static bool room_or_halted(const void *arg)
  * then sleeps until half the buffer is free. */
 size_t eachobs__handoff_take_credits(struct eachobs__handoff *h, size_t want)
 {
-	for (unsigned i = 0; i < EACHOBS__ROOM_SPINS; i++) {
+	for (unsigned i = 0;; i++) {
 		size_t k = eachobs__handoff_try_take_credits(h, want);
 		if (k)
 			return k;
 		if (eachobs__handoff_halted(h))
 			return 0;
-		eachobs__cpu_relax();
-	}
-	for (;;) {
-		size_t k = eachobs__handoff_try_take_credits(h, want);
-		if (k)
-			return k;
-		if (eachobs__handoff_halted(h))
-			return 0;
-		eachobs__event_wait_timed(&h->ev_room, room_or_halted, h, 0);
+		if (i < EACHOBS__ROOM_SPINS)
+			eachobs__cpu_relax();
+		else
+			eachobs__event_wait_timed(&h->ev_room, room_or_halted,
+						  h, 0);
 	}
 }
 
@@ -389,12 +378,8 @@ void eachobs__handoff_publish(struct eachobs__handoff *h, unsigned lane,
 bool eachobs__handoff_put_ready(struct eachobs__handoff *h, unsigned lane,
 				void *item)
 {
-	while (!eachobs__handoff_try_take_credits(h, 1)) {
-		if (eachobs__handoff_halted(h))
-			return false;
-		eachobs__event_wait_timed(&h->ev_room, room_or_halted, h,
-					  EACHOBS__LOADER_SPINS);
-	}
+	if (!eachobs__handoff_take_credits(h, 1))
+		return false;
 	eachobs__handoff_publish(h, lane, &item, 1);
 	return true;
 }
@@ -481,8 +466,6 @@ void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
 	 * every few microseconds from many slow loaders): each wait whose
 	 * spins were spent halves the next one's, each that they served
 	 * doubles it, between EACHOBS__LOADER_SPINS and the consumer's. */
-	if (h->spins == 0)
-		h->spins = EACHOBS__CONSUMER_SPINS;
 	if (eachobs__event_wait_single(&h->ev_ready, consumer_wakes, &w,
 				       h->spins))
 		h->spins = h->spins / 2 > EACHOBS__LOADER_SPINS
@@ -492,9 +475,4 @@ void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
 		h->spins = h->spins * 2 < EACHOBS__CONSUMER_SPINS
 				   ? h->spins * 2
 				   : EACHOBS__CONSUMER_SPINS;
-}
-
-void eachobs__handoff_wake_consumer(struct eachobs__handoff *h)
-{
-	eachobs__event_notify_single(&h->ev_ready, NULL, NULL);
 }

@@ -70,7 +70,7 @@ struct eachobs__handoff {
 	/* The consumer's own. */
 	unsigned cursor EACHOBS__ALIGNED; /* the lane it takes from */
 	unsigned streak;                  /* items taken from it in a row */
-	unsigned spins;                   /* before it sleeps (0: not yet) */
+	unsigned spins;                   /* before it sleeps */
 	unsigned back;                    /* the lane empty items go back to */
 	size_t owed;                      /* credits taken, not given back */
 	size_t taken;                     /* items taken (stats sampling) */
@@ -134,7 +134,5 @@ void *eachobs__handoff_get_ready(struct eachobs__handoff *h);
  * nothing else). */
 void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
 				 eachobs__cond_fn also, const void *arg);
-/* Wake the consumer if it sleeps, to test its own conditions again. */
-void eachobs__handoff_wake_consumer(struct eachobs__handoff *h);
 
 #endif /* EACHOBS_HANDOFF_H */

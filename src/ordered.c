@@ -293,7 +293,8 @@ static void give_back(eachobs_iter *it, struct eachobs__slot *slot)
  * may wait on u's place, which will now never be published. */
 static void fail(eachobs_iter *it, size_t u)
 {
-	eachobs__window_wake_at(&O(it)->window, u);
+	(void)u;
+	eachobs__window_wake(&O(it)->window);
 }
 
 static void wake(eachobs_iter *it)

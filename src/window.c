@@ -193,12 +193,6 @@ void eachobs__window_release(struct eachobs__window *win, size_t i)
 		eachobs__event_notify(&win->ev_room, INT_MAX);
 }
 
-void eachobs__window_wake_at(struct eachobs__window *win, size_t i)
-{
-	(void)i;
-	eachobs__window_wake(win);
-}
-
 void eachobs__window_wake(struct eachobs__window *win)
 {
 	eachobs__event_notify_single(&win->ev_loaded, NULL, NULL);

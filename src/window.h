@@ -80,9 +80,6 @@ void eachobs__window_release(struct eachobs__window *win, size_t i);
 
 /* Units claimed so far. */
 size_t eachobs__window_claimed(const struct eachobs__window *win);
-/* After the owner lowered the limit to unit i: wake whoever waits for
- * i. */
-void eachobs__window_wake_at(struct eachobs__window *win, size_t i);
 /* Wake every waiter to test its conditions again (async-signal-safe;
  * after the owner lowered the limit to 0, every wait returns). */
 void eachobs__window_wake(struct eachobs__window *win);

@@ -187,7 +187,7 @@ static void *fail_soon(void *arg)
 
 	usleep(20000);
 	atomic_store(&r->limit, 5);
-	eachobs__window_wake_at(&r->win, 5);
+	eachobs__window_wake(&r->win);
 	return NULL;
 }
 
