@@ -105,6 +105,8 @@ struct eachobs_pool {
 	/* Whether a thread may lower its nice value: -1 not known yet, 0 no,
 	 * 1 yes; learnt from the first try (see the top of the file). */
 	_Atomic int can_lower;
+	/* Threads the last autotuned iterator on it ended with (0: none). */
+	_Atomic unsigned learned;
 };
 
 /* Thread t, lent or going back: nice value want, and what that teaches
@@ -329,6 +331,16 @@ void eachobs__lender_detach(eachobs_pool *p)
 unsigned eachobs__lender_size(const eachobs_pool *p)
 {
 	return p->nthreads;
+}
+
+unsigned eachobs__lender_learned(const eachobs_pool *p)
+{
+	return atomic_load_explicit(&p->learned, memory_order_relaxed);
+}
+
+void eachobs__lender_learn(eachobs_pool *p, unsigned nthreads)
+{
+	atomic_store_explicit(&p->learned, nthreads, memory_order_relaxed);
 }
 
 /* Whether idle thread t can take on the loan's placement: one that need

@@ -56,6 +56,10 @@ void eachobs__lender_attach(eachobs_pool *pool);
 void eachobs__lender_detach(eachobs_pool *pool);
 /* Threads the pool has (idle or lent). */
 unsigned eachobs__lender_size(const eachobs_pool *pool);
+/* What autotune learnt on pool: the threads its last autotuned iterator
+ * let load at the end (0: none yet), for the next to start from. */
+unsigned eachobs__lender_learned(const eachobs_pool *pool);
+void eachobs__lender_learn(eachobs_pool *pool, unsigned nthreads);
 
 /*
  * Reserve up to k_wanted idle threads of pool for loan: those that can

@@ -20,6 +20,7 @@
 void eachobs__workers_setup(struct eachobs__workers *ws, eachobs_pool *pool)
 {
 	eachobs__event_init(&ws->ev_go);
+	pthread_mutex_init(&ws->grow_lock, NULL);
 	ws->lender = pool;
 	if (pool)
 		eachobs__lender_attach(pool);
@@ -103,6 +104,7 @@ static int create(struct eachobs__workers *ws, unsigned j)
 					    ws->nthreads, ws->job.stack_size,
 					    ws->job.cpus);
 	w->created = true;
+	atomic_fetch_add_explicit(&ws->ncreated, 1, memory_order_relaxed);
 	return 0;
 }
 
@@ -192,8 +194,10 @@ int eachobs__workers_start(struct eachobs__workers *ws)
 		eachobs__lender_wake(&ws->loan);
 	if (rc < 0)
 		return rc; /* the caller closes; nothing ran */
-	for (unsigned j = ws->nlent; j < ws->nthreads; j++) {
-		rc = create(ws, j);
+	unsigned upto = ws->nstart && ws->nstart < ws->nthreads ? ws->nstart
+							       : ws->nthreads;
+	for (ws->next = ws->nlent; ws->next < upto; ws->next++) {
+		rc = create(ws, ws->next);
 		if (rc < 0)
 			return rc;
 	}
@@ -201,13 +205,25 @@ int eachobs__workers_start(struct eachobs__workers *ws)
 	return 0;
 }
 
+unsigned eachobs__workers_grow(struct eachobs__workers *ws, unsigned upto)
+{
+	unsigned have;
+
+	if (upto > ws->nthreads)
+		upto = ws->nthreads;
+	pthread_mutex_lock(&ws->grow_lock);
+	/* The gate is open: a new thread runs its job at once. */
+	while (!ws->sealed && ws->next < upto && create(ws, ws->next) == 0)
+		ws->next++;
+	have = ws->next;
+	pthread_mutex_unlock(&ws->grow_lock);
+	return have;
+}
+
 unsigned eachobs__workers_started(const struct eachobs__workers *ws)
 {
-	unsigned n = ws->nlent;
-
-	for (unsigned j = ws->nlent; j < ws->nthreads; j++)
-		n += ws->list[j].created;
-	return n;
+	return ws->nlent +
+	       atomic_load_explicit(&ws->ncreated, memory_order_relaxed);
 }
 
 const struct eachobs__stats *
@@ -223,6 +239,10 @@ void eachobs__workers_wake_all(struct eachobs__workers *ws)
 
 void eachobs__workers_join(struct eachobs__workers *ws)
 {
+	/* No thread is created from now on; those that were are seen. */
+	pthread_mutex_lock(&ws->grow_lock);
+	ws->sealed = true;
+	pthread_mutex_unlock(&ws->grow_lock);
 	for (unsigned j = 0; ws->list && j < ws->nthreads; j++) {
 		if (ws->list[j].created)
 			pthread_join(ws->list[j].thread, NULL);
@@ -236,5 +256,6 @@ void eachobs__workers_fini(struct eachobs__workers *ws)
 {
 	if (ws->lender)
 		eachobs__lender_detach(ws->lender);
+	pthread_mutex_destroy(&ws->grow_lock);
 	eachobs__free(ws->list);
 }

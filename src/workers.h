@@ -49,6 +49,14 @@ struct eachobs__workers {
 	/* Workers [0, nlent) run on lent threads, [nlent, nthreads) on
 	 * threads of their own. */
 	unsigned nlent;
+	/* Workers with a thread: [0, nstart) from the start (0: all), more
+	 * through eachobs__workers_grow, up to `next`; under grow_lock,
+	 * which join takes to seal the set. ncreated counts the created. */
+	unsigned nstart;
+	unsigned next;
+	bool sealed;
+	pthread_mutex_t grow_lock;
+	_Atomic unsigned ncreated;
 };
 
 /* Before anything else, and before anything can fail: lend from pool
@@ -58,11 +66,16 @@ void eachobs__workers_setup(struct eachobs__workers *ws, eachobs_pool *pool);
 /* Room for nthreads workers (0: none); 0 or -ENOMEM. */
 int eachobs__workers_init(struct eachobs__workers *ws, unsigned nthreads,
 			  const struct eachobs__job *job);
-/* Start every worker and open the gate: 0, or a negative errno (a thread
+/* Start the workers (those below nstart when it is set) and open the
+ * gate: 0, or a negative errno (a thread
  * could not be created, the system refuses the job's cpus, or its nice
  * value is one the workers could not reach: -EACCES) with the gate
  * closed. Either way the caller sets *job.closed, wakes and joins. */
 int eachobs__workers_start(struct eachobs__workers *ws);
+/* Any thread but the owner's, while the set runs: give workers
+ * [0, upto) a thread each (no more once join began; a thread that cannot
+ * be created ends the growth). The workers that have one now. */
+unsigned eachobs__workers_grow(struct eachobs__workers *ws, unsigned upto);
 /* Workers running (after a successful start): lent or created. */
 unsigned eachobs__workers_started(const struct eachobs__workers *ws);
 /* Worker j's statistics (its thread writes them while it runs). */
