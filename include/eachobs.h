@@ -18,9 +18,11 @@
  * observations. A unit (an observation, or a batch when batchsize > 0) has
  * a buffer of obs_size (times batchsize) bytes rounded up to a multiple of
  * 64 (at least 64; with fields, each field's array is rounded up), and an
- * index, a length and a status word per observation. There are U = buffersize + workers + max(1, hold) units,
- * workers being the threads started (eachobs_stats.nworkers): nthreads, or
- * fewer when there are fewer tasks. At most buffersize loaded units wait
+ * index, a length and a status word per observation. There are
+ * U = buffersize + workers + max(1, hold) units, workers being nthreads,
+ * or fewer when there are fewer tasks (the threads started,
+ * eachobs_stats.nworkers, but for autotune, which may start fewer
+ * later). At most buffersize loaded units wait
  * for the consumer. Under EACHOBS_SERIAL, and when there is nothing to
  * load, U = max(1, hold) (ordered with hold > 0 and nothing to load:
  * 2 * hold).
@@ -70,7 +72,7 @@ extern "C" {
 /** The major version of this header (0 until the API is declared stable). */
 #define EACHOBS_VERSION_MAJOR 0
 /** The minor version: it grows with every release that adds to the API. */
-#define EACHOBS_VERSION_MINOR 3
+#define EACHOBS_VERSION_MINOR 4
 /** The patch version: fixes only. */
 #define EACHOBS_VERSION_PATCH 0
 /** This header's version, (major << 16) | (minor << 8) | patch. */
@@ -257,7 +259,29 @@ typedef struct eachobs_options {
 	const size_t *fields;
 	/** Entries in fields, at most EACHOBS_MAX_FIELDS; 0: one field. */
 	size_t nfields;
+	/** Let the iterator choose, while it runs, how many threads load (since
+	 *  0.4; SERIAL ignores it). nthreads is then the most (0: a pool's
+	 *  size, else max(EACHOBS_AUTOTUNE_THREADS, the CPUs), at most
+	 *  EACHOBS_MAX_THREADS), buffersize the default for that many, and
+	 *  memory the usual buffersize + nthreads + max(1, hold) units. It
+	 *  starts autotune_start threads and measures, over intervals of a few
+	 *  getobs durations: a consumer that waits gets more threads while
+	 *  throughput rises (for a getobs that computes, past the CPUs only
+	 *  while it clearly does); one that does not gets the fewest that keep
+	 *  it fed. Threads are started when first needed; those not loading
+	 *  sleep. Ordered, a claim takes buffersize / (2 * loading) positions.
+	 *  What is yielded is unchanged; eachobs_stats says what it chose and
+	 *  why. */
+	bool autotune;
+	/** With autotune, the threads loading at first; 0: what the last
+	 *  autotuned iterator on pool ended with, else the CPUs. Passing the
+	 *  previous epoch's eachobs_stats.nloading starts where it ended. */
+	unsigned autotune_start;
 } eachobs_options;
+
+/** Autotune's default bound on threads: a getobs that waits 5 ms needs
+ *  about 64 to reach its best rate even on 2 cores. */
+#define EACHOBS_AUTOTUNE_THREADS 64u
 
 #define EACHOBS_MAX_FIELDS 64u   /**< upper bound on nfields */
 #define EACHOBS_MAX_CPU 1024u    /**< worker_cpus entries are below this */
@@ -522,7 +546,35 @@ typedef struct eachobs_stats {
 	 *  buffer (at most buffersize), or ordered, ahead in the window. */
 	size_t max_waiting;
 	unsigned nworkers; /**< worker threads started */
+	/** Worker threads loading now (since 0.4): nworkers, or under
+	 *  autotune those it lets load (the others sleep). */
+	unsigned nloading;
+	unsigned max_loading; /**< most threads that loaded at once */
+	/** An eachobs_tune_reason: why nloading threads load. */
+	unsigned tune_reason;
+	/** Loaded units that may wait for the consumer: the buffersize in use. */
+	size_t buffer_depth;
 } eachobs_stats;
+
+/** Why autotune lets as many threads load as it does. */
+typedef enum eachobs_tune_reason {
+	EACHOBS_TUNE_OFF = 0,     /**< not autotuned (or SERIAL) */
+	EACHOBS_TUNE_STARTING,    /**< measuring: no decision yet */
+	/** The consumer does not wait: the fewest that keep it fed. */
+	EACHOBS_TUNE_CONSUMER_BOUND,
+	/** getobs computes: no more than the CPUs (or where more stopped
+	 *  paying). */
+	EACHOBS_TUNE_CPU_BOUND,
+	EACHOBS_TUNE_GROWING,     /**< getobs waits and more threads pay */
+	EACHOBS_TUNE_PLATEAU,     /**< getobs waits; more stopped paying */
+	/** The consumer waits with nthreads loading: a larger bound would
+	 *  help. */
+	EACHOBS_TUNE_AT_BOUND,
+} eachobs_tune_reason;
+
+/** A static sentence, never NULL, for an eachobs_tune_reason (an unknown
+ *  value gets a generic one). Thread: any. */
+EACHOBS_API const char *eachobs_tune_reason_string(unsigned reason);
 
 /** Write what it has done so far to st: exactly size bytes, 0 for the
  *  fields this library does not count. size is sizeof(eachobs_stats) in
@@ -585,7 +637,7 @@ EACHOBS_API const char *eachobs_strerror(int code);
 EACHOBS_API const char *eachobs_last_error(void);
 
 /** The running library's version, spelt as EACHOBS_VERSION_HEX: a program
- *  needing 0.3 checks eachobs_version() >= 0x000300. Thread: any. */
+ *  needing 0.4 checks eachobs_version() >= 0x000400. Thread: any. */
 EACHOBS_API unsigned eachobs_version(void);
 
 /** The running library's version, "major.minor.patch" (for example

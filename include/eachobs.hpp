@@ -212,6 +212,13 @@ public:
 		o_.nindices = n;
 		return *this;
 	}
+	/// eachobs_options.autotune: nthreads becomes the most that load.
+	options &autotune(bool v = true) { return o_.autotune = v, *this; }
+	/// eachobs_options.autotune_start.
+	options &autotune_start(unsigned v)
+	{
+		return o_.autotune_start = v, *this;
+	}
 	/// eachobs_options.shuffle.
 	options &shuffle(bool v = true) { return o_.shuffle = v, *this; }
 	/// eachobs_options.seed.

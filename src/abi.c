@@ -32,7 +32,7 @@ _Static_assert(EACHOBS__OPTIONS_SIZE_0_1 <= sizeof(eachobs_options) &&
  * to the new last field.
  */
 _Static_assert(sizeof(eachobs_options) ==
-		       offsetof(eachobs_options, nfields) + sizeof(size_t),
+		       offsetof(eachobs_options, autotune_start) + sizeof(unsigned),
 	       "eachobs_options ends in padding: name it (see above)");
 
 static size_t min_size(size_t a, size_t b)

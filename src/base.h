@@ -108,6 +108,9 @@ struct eachobs__stats {
 	_Atomic uint64_t getobs_ns; /* time inside getobs */
 	_Atomic uint64_t idle_ns;   /* time waiting (see eachobs_stats) */
 	_Atomic uint64_t steals;
+	/* When the wait going on began (0: none), so that a long wait is
+	 * seen before it ends (autotune). */
+	_Atomic uint64_t idle_since;
 } EACHOBS__ALIGNED;
 
 /* The stats of the thread running now: its worker's, or inside
@@ -120,6 +123,29 @@ static inline void eachobs__stat_add(_Atomic uint64_t *c, uint64_t v)
 	atomic_store_explicit(
 		c, atomic_load_explicit(c, memory_order_relaxed) + v,
 		memory_order_relaxed);
+}
+/* A wait of this thread from t0 (idle_since), and its end at t1 (into
+ * idle_ns). */
+static inline void eachobs__idle_begin(struct eachobs__stats *st, uint64_t t0)
+{
+	atomic_store_explicit(&st->idle_since, t0, memory_order_relaxed);
+}
+static inline void eachobs__idle_end(struct eachobs__stats *st, uint64_t t0,
+				     uint64_t t1)
+{
+	eachobs__stat_add(&st->idle_ns, t1 - t0);
+	atomic_store_explicit(&st->idle_since, 0, memory_order_relaxed);
+}
+/* Time st has spent waiting until now, the wait going on included. */
+static inline uint64_t eachobs__idle_until(const struct eachobs__stats *st,
+					   uint64_t now)
+{
+	uint64_t since = atomic_load_explicit(&st->idle_since,
+					      memory_order_relaxed);
+	uint64_t done = atomic_load_explicit(&st->idle_ns,
+					     memory_order_relaxed);
+
+	return done + (since && now > since ? now - since : 0);
 }
 /* eachobs__event_wait, adding the time to this thread's idle_ns when the
  * condition did not hold at once (so the fast path reads no clock). */

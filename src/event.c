@@ -60,9 +60,11 @@ void eachobs__event_wait_timed(struct eachobs__event *ev, eachobs__cond_fn cond,
 	if (cond(arg))
 		return;
 	uint64_t t0 = st ? eachobs__now_ns() : 0;
+	if (st)
+		eachobs__idle_begin(st, t0);
 	eachobs__event_wait(ev, cond, arg, spins);
 	if (st)
-		eachobs__stat_add(&st->idle_ns, eachobs__now_ns() - t0);
+		eachobs__idle_end(st, t0, eachobs__now_ns());
 }
 
 void eachobs__event_init(struct eachobs__event *ev)

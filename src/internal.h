@@ -87,6 +87,8 @@ struct eachobs_iter {
 	/* The mode's own state: its file's struct, made by mode->init and
 	 * freed by mode->fini; no other file sees inside it. */
 	void *ms;
+	/* Autotune (tuning.c), or NULL: which workers load. */
+	struct eachobs__tuning *tuning;
 
 	/* Shared by every thread. */
 	_Atomic bool closing EACHOBS__ALIGNED; /* no getobs may start */
@@ -133,6 +135,39 @@ static inline bool eachobs__failed(const eachobs_iter *it)
 {
 	return eachobs__loader_failed(&it->load);
 }
+
+/* ---- tuning.c: autotune on an iterator ------------------------------ */
+
+/* Before the workers start: autotune for `workers` of them, `start`
+ * loading at first, `cpus` the most for a getobs that computes; 0 or
+ * -ENOMEM (fini runs all the same). */
+int eachobs__tuning_init(eachobs_iter *it, unsigned workers, unsigned start,
+			 unsigned cpus);
+void eachobs__tuning_fini(eachobs_iter *it);
+bool eachobs__tuning_turn(eachobs_iter *it, unsigned self);
+/* Worker self, holding nothing, between units: false when it should stop
+ * (the loading halted while it was parked). Decides when a decision is
+ * due; parks while self is not among the loaders. */
+static inline bool eachobs__turn(eachobs_iter *it, unsigned self)
+{
+	return !it->tuning || eachobs__tuning_turn(it, self);
+}
+void eachobs__tuning_tick(eachobs_iter *it);
+/* Any worker, inside a long run of loads (the entries of open batches):
+ * decide when a decision is due, without parking. */
+static inline void eachobs__tick(eachobs_iter *it)
+{
+	if (it->tuning)
+		eachobs__tuning_tick(it);
+}
+/* A worker found no work left: parked workers may leave too. */
+void eachobs__tuning_finish(eachobs_iter *it);
+/* Any thread, also a signal handler: parked workers test again. */
+void eachobs__tuning_wake(eachobs_iter *it);
+/* The workers loading now: all of them without autotune. */
+unsigned eachobs__tuning_loaders(const eachobs_iter *it);
+/* Its fields of eachobs_stats (after nworkers is set). */
+void eachobs__tuning_stats(const eachobs_iter *it, eachobs_stats *st);
 
 /* start.c: stop the workers and free everything (eachobs_close, a failed
  * start). */

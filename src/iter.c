@@ -287,6 +287,7 @@ void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st)
 	}
 	st->max_waiting = it->mode->max_waiting(it);
 	st->nworkers = eachobs__workers_started(&it->workers);
+	eachobs__tuning_stats(it, st);
 }
 
 size_t eachobs_failures(const eachobs_iter *it, eachobs_failure *out,

@@ -101,7 +101,7 @@ static void load_and_publish(eachobs_iter *it, size_t u)
 	}
 	eachobs__open(&it->load, slot, u);
 	while (help_entry(it, 0, u + 1))
-		;
+		eachobs__tick(it);
 }
 
 /* Unbatched loads that did not wait, k of them since t0: into the stats,
@@ -171,17 +171,38 @@ static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi,
 	return true;
 }
 
+/* The most positions a claim takes: basesize, or under autotune the
+ * window's share per worker loading now (start.c says why). */
+static size_t claim_max(const eachobs_iter *it)
+{
+	size_t share;
+
+	if (!it->tuning)
+		return it->basesize;
+	share = it->buffersize / (2 * (size_t)eachobs__tuning_loaders(it));
+	share = share ? share : 1;
+	return share < it->basesize ? share : it->basesize;
+}
+
 static void worker(eachobs_iter *it, unsigned self)
 {
 	uint64_t per_item = UINT64_MAX; /* unknown: publish one by one */
 	size_t lo, hi;
 
-	while (eachobs__window_claim(&O(it)->window, it->basesize, it->nunits,
-				     it->workers.nthreads, &lo, &hi))
+	for (;;) {
+		if (!eachobs__turn(it, self))
+			return;
+		if (!eachobs__window_claim(&O(it)->window, claim_max(it),
+					   it->nunits,
+					   eachobs__tuning_loaders(it), &lo,
+					   &hi))
+			break;
 		if (!load_chunk(it, lo, hi, &per_item))
 			return;
+	}
+	eachobs__tuning_finish(it);
 	while (help_entry(it, self, SIZE_MAX))
-		;
+		eachobs__tick(it);
 }
 
 /* The consumer's unit m is at or past the lowest failure (STOP). */

@@ -27,6 +27,7 @@ struct config {
 	size_t consumer;    /* units the consumer may hold: max(1, hold) */
 	size_t cap;         /* observations per unit */
 	size_t buf_bytes;   /* bytes of one unit, rounded up to 64 */
+	bool autotune;      /* nthreads is a bound (not under SERIAL) */
 	struct eachobs__layout layout; /* where its fields lie */
 };
 
@@ -40,6 +41,17 @@ static size_t ceil_div(size_t a, size_t b)
 static unsigned default_threads(const eachobs_options *o)
 {
 	return o->executor == EACHOBS_SERIAL ? 1 : eachobs__default_threads();
+}
+
+/* nthreads = 0 under autotune without a pool: enough for a getobs that
+ * waits, whatever the CPUs. */
+static unsigned autotune_bound(void)
+{
+	unsigned cpus = eachobs__default_threads();
+	unsigned n = cpus > EACHOBS_AUTOTUNE_THREADS ? cpus
+						     : EACHOBS_AUTOTUNE_THREADS;
+
+	return n > EACHOBS_MAX_THREADS ? EACHOBS_MAX_THREADS : n;
 }
 
 static size_t default_buffersize(const eachobs_options *o, unsigned nthreads,
@@ -150,8 +162,10 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 				     o->hold, EACHOBS_MAX_SLOTS);
 	if (unit_size(data, o, cfg) < 0)
 		return -EINVAL;
+	cfg->autotune = o->autotune && o->executor != EACHOBS_SERIAL;
 	cfg->nthreads = o->nthreads ? o->nthreads
 		      : o->pool	 ? eachobs__lender_size(o->pool)
+		      : cfg->autotune ? autotune_bound()
 				 : default_threads(o);
 	cfg->buffersize = o->buffersize ? o->buffersize
 					: default_buffersize(o, cfg->nthreads,
@@ -288,6 +302,10 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 			it->basesize = share ? share : 1;
 	}
 	workers = ceil_div(it->nunits, it->basesize);
+	/* Autotuned, the share is taken per claim, of the workers loading
+	 * then (ordered.c). */
+	if (it->ordered && cfg->autotune && !o->basesize)
+		it->basesize = SIZE_MAX;
 	/* Batched, threads without a unit of their own help fill others'. */
 	if (it->batchsize)
 		workers = it->nunits > SIZE_MAX / it->cap ? SIZE_MAX
@@ -362,9 +380,15 @@ void eachobs__destroy(eachobs_iter *it)
 	atomic_store(&it->closing, true);
 	eachobs__loader_halt(&it->load, 0);
 	it->mode->wake(it);
+	eachobs__tuning_wake(it);
 	eachobs__workers_wake_all(&it->workers);
 	eachobs__workers_join(&it->workers);
+	/* The next autotuned iterator on the pool starts from here. */
+	if (it->tuning && it->workers.lender)
+		eachobs__lender_learn(it->workers.lender,
+				      eachobs__tuning_loaders(it));
 	eachobs__workers_fini(&it->workers);
+	eachobs__tuning_fini(it);
 	it->mode->fini(it);
 	eachobs__hold_fini(&it->hold);
 	eachobs__yielded_fini(&it->done);
@@ -412,10 +436,34 @@ static void plan_loader(eachobs_iter *it)
 	ld->owner = it;
 }
 
-static int start(eachobs_iter *it, unsigned workers, unsigned hold,
-		 const eachobs_allocator *a)
+/*
+ * Autotune: the workers are a bound; those past the ones loading at
+ * first get a thread when first needed (tuning.c). A getobs that computes
+ * gets no more loaders than the CPUs, less the consumer's under THREADED
+ * (it loads too when nothing is ready).
+ */
+static int plan_tuning(eachobs_iter *it, const eachobs_options *o,
+		       unsigned workers)
 {
-	int rc = alloc_slots(it, hold, a);
+	unsigned cpus = eachobs__default_threads();
+	unsigned start = o->autotune_start;
+
+	if (it->executor == EACHOBS_THREADED && cpus > 1)
+		cpus--;
+	if (!start && o->pool)
+		start = eachobs__lender_learned(o->pool);
+	if (!start)
+		start = eachobs__default_threads();
+	if (eachobs__tuning_init(it, workers, start, cpus) < 0)
+		return -ENOMEM;
+	it->workers.nstart = eachobs__tuning_loaders(it);
+	return 0;
+}
+
+static int start(eachobs_iter *it, const eachobs_options *o,
+		 unsigned workers, bool autotune)
+{
+	int rc = alloc_slots(it, o->hold, o->allocator);
 
 	plan_loader(it);
 
@@ -435,6 +483,8 @@ static int start(eachobs_iter *it, unsigned workers, unsigned hold,
 	};
 	if (rc == 0)
 		rc = eachobs__workers_init(&it->workers, workers, &job);
+	if (rc == 0 && autotune && workers > 0)
+		rc = plan_tuning(it, o, workers);
 	if (rc == 0)
 		rc = eachobs__workers_start(&it->workers);
 	return rc;
@@ -469,7 +519,7 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 	if (rc == 0)
 		rc = plan_units(it, o, &cfg);
 	if (rc == 0)
-		rc = start(it, plan(it, o, &cfg), o->hold, o->allocator);
+		rc = start(it, o, plan(it, o, &cfg), cfg.autotune);
 	if (rc < 0) {
 		eachobs__destroy(it);
 		return rc;

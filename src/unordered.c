@@ -138,7 +138,7 @@ static void run_unbatched(eachobs_iter *it, unsigned self)
 	void *run[EACHOBS__RUN_MAX];
 	uint64_t per_item = UINT64_MAX; /* unknown: start one at a time */
 
-	for (;;) {
+	while (eachobs__turn(it, self)) {
 		size_t want = per_item < EACHOBS__CHEAP_NS ? EACHOBS__RUN_MAX : 1;
 		size_t c = eachobs__handoff_take_credits(h, want);
 		size_t first, k = 0, n;
@@ -150,8 +150,10 @@ static void run_unbatched(eachobs_iter *it, unsigned self)
 			/* No work left: producers asleep for room would
 			 * stay parked until close (a give-back of unused
 			 * credits crosses no step), keeping a pool's
-			 * threads from other iterators. */
+			 * threads from other iterators; so would parked
+			 * ones. */
 			eachobs__handoff_wake(h);
+			eachobs__tuning_finish(it);
 			return;
 		}
 		n = load_run(it, self, run, first, k, &per_item);
@@ -197,10 +199,12 @@ static bool help_open(eachobs_iter *it, unsigned self)
 {
 	struct eachobs__slot *done;
 
-	while (eachobs__help(&it->load, self, SIZE_MAX, &done))
+	while (eachobs__help(&it->load, self, SIZE_MAX, &done)) {
 		if (done &&
 		    !eachobs__handoff_put_ready(&U(it)->handoff, self, done))
 			return false;
+		eachobs__tick(it);
+	}
 	return true;
 }
 
@@ -219,12 +223,14 @@ static void worker(eachobs_iter *it, unsigned self)
 		run_unbatched(it, self);
 		return;
 	}
-	for (;;) {
+	while (eachobs__turn(it, self)) {
 		bool cheap = eachobs__getobs_cheap(&it->load);
 		if (!cheap && !help_open(it, self))
 			return;
-		if (!claim(it, self, 1, &u))
+		if (!claim(it, self, 1, &u)) {
+			eachobs__tuning_finish(it);
 			break;
+		}
 		slot = eachobs__handoff_get_free(&U(it)->handoff, self);
 		if (!slot || stopped(it))
 			break;
@@ -315,8 +321,9 @@ static void wait_ready(eachobs_iter *it)
 {
 	uint64_t t0 = eachobs__now_ns();
 
+	eachobs__idle_begin(&it->cstats, t0);
 	eachobs__handoff_wait_ready(&U(it)->handoff, failed_or_interrupted, it);
-	eachobs__stat_add(&it->cstats.idle_ns, eachobs__now_ns() - t0);
+	eachobs__idle_end(&it->cstats, t0, eachobs__now_ns());
 }
 
 /* What waited in the hand-off comes first; then an interrupt, or a failure

@@ -178,10 +178,12 @@ void eachobs__window_wait_loaded(struct eachobs__window *win, size_t i,
 	 * loader that sees the flag sees which unit it is for. */
 	atomic_store_explicit(&win->want, i, memory_order_relaxed);
 	uint64_t t0 = st ? eachobs__now_ns() : 0;
+	if (st)
+		eachobs__idle_begin(st, t0);
 	eachobs__event_wait_single(&win->ev_loaded, loaded_or_woken, &w,
 				   EACHOBS__CONSUMER_SPINS);
 	if (st)
-		eachobs__stat_add(&st->idle_ns, eachobs__now_ns() - t0);
+		eachobs__idle_end(st, t0, eachobs__now_ns());
 }
 
 /* Loaders wait for a multiple of the step (eachobs__window_wait_room):

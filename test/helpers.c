@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
+#define TEST_HELPERS_OWN
 #include "helpers.h"
+#include "cpus.h"
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -650,4 +652,27 @@ const char *mode_name(const struct mode *m)
 		return m->ordered ? "SERIAL ordered" : "SERIAL";
 	}
 	return "?";
+}
+
+bool test_autotuned(void)
+{
+	const char *v = getenv("EACHOBS_TEST_AUTOTUNE");
+
+	return v && strcmp(v, "1") == 0;
+}
+
+int test_parallel(eachobs_iter **it, const eachobs_dataset *data,
+		  const eachobs_options *opts)
+{
+	eachobs_options o = { 0 };
+
+	if (!test_autotuned())
+		return eachobs_parallel(it, data, opts);
+	if (opts)
+		o = *opts;
+	o.autotune = true;
+	/* The bound the test counted on: its slots, its window. */
+	if (!o.nthreads && !o.pool && o.executor != EACHOBS_SERIAL)
+		o.nthreads = eachobs__default_threads();
+	return eachobs_parallel(it, data, &o);
 }

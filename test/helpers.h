@@ -233,4 +233,19 @@ void deadline(void);
 /* The same with another deadline. */
 void deadline_after(double seconds);
 
+/*
+ * The contract suites both ways: with EACHOBS_TEST_AUTOTUNE=1 in the
+ * environment (meson's `autotune` suite), every iterator a test starts
+ * through eachobs_parallel() is autotuned, with the test's nthreads (or
+ * the default bound) as the most threads that load; what it yields must
+ * not change. helpers.c calls the library's own.
+ */
+int test_parallel(eachobs_iter **it, const eachobs_dataset *data,
+		  const eachobs_options *opts);
+bool test_autotuned(void);
+#ifndef TEST_HELPERS_OWN
+#undef eachobs_parallel
+#define eachobs_parallel(it, data, ...) test_parallel(it, data, __VA_ARGS__)
+#endif
+
 #endif

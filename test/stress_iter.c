@@ -88,13 +88,14 @@ static void print_cfg(FILE *f, const struct cfg *c)
 		"basesize=%zu oversub=%u executor=%d ordered=%d sleep_us=%d "
 		"close_after=%zu fail_at=%zu on_error=%d consumer_us=%d "
 		"batchsize=%zu drop_last=%d hold=%u use_pool=%d "
-		"interrupts=%d worker_nice=%d pin_cpu=%d\n",
+		"interrupts=%d worker_nice=%d pin_cpu=%d autotune=%d\n",
 		c->seed, c->n, c->obs_size, c->o.nthreads, c->o.buffersize,
 		c->o.basesize, c->o.oversubscription, (int)c->o.executor,
 		(int)c->o.ordered, c->sleep_us, c->close_after, c->fail_at,
 		(int)c->o.on_error, c->consumer_us, c->o.batchsize,
 		(int)c->o.drop_last, c->o.hold, (int)c->use_pool,
-		(int)c->interrupts, c->o.worker_nice, c->pin_cpu);
+		(int)c->interrupts, c->o.worker_nice, c->pin_cpu,
+		(int)c->o.autotune);
 }
 
 #define CHECK(cond, c, ...)                                                \
@@ -183,6 +184,9 @@ static struct cfg random_cfg(unsigned long long *s)
 	c.pin_cpu = next_rand(s) % 4 == 0 && nallowed_cpus
 			    ? (int)allowed_cpus[next_rand(s) % nallowed_cpus]
 			    : -1;
+	/* Autotune, last for the same reason: nthreads becomes a bound,
+	 * threads start and park while the consumer runs. */
+	c.o.autotune = next_rand(s) % 3 == 0;
 	return c;
 }
 

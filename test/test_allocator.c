@@ -21,7 +21,7 @@
 
 TestSuite(allocator, .init = deadline, .timeout = 60);
 
-#define MAX_BLOCKS 16
+#define MAX_BLOCKS 64
 
 /* A counting allocator: the blocks it gave out, and what came back. */
 struct counting {

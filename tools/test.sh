@@ -1,8 +1,9 @@
 #!/bin/sh
 # The test suite, as CI runs it, from a fresh Debian 12 machine:
 # installs what is missing, then builds and runs `meson test` three times:
-#   build-test  warnings as errors; unit (Criterion), stress and image
-#               suites (image: bench/imagefolder.c --check on 200
+#   build-test  warnings as errors; unit (Criterion), autotune (the
+#               contract suites again, every iterator autotuned), stress
+#               and image suites (image: bench/imagefolder.c --check on 200
 #               generated JPEGs and examples/imagefolder.c on the same,
 #               a few seconds beside the others)
 #   build-asan  AddressSanitizer + UndefinedBehaviorSanitizer, unit and stress
@@ -92,7 +93,7 @@ export LSAN_OPTIONS="suppressions=$PWD/test/lsan.supp print_suppressions=0"
 # The image suite runs here, not in the window at the end: its few seconds
 # of decoding overlap the unit and stress tests (meson runs two at once),
 # where the window's valgrind run is the longest and would only get later.
-run_pass build-test -Dwerror=true -Dtests=enabled -- --suite unit \
+run_pass build-test -Dwerror=true -Dtests=enabled -- --suite unit --suite autotune \
 	--suite stress --suite image
 # The sanitizer builds run no benchmark, so they build none (bench/peers
 # compiles libtorch and oneTBB peers in C++); build-test still compiles

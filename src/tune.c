@@ -1,0 +1,299 @@
+/*
+ * Autotune's controller (tune.h): one decision per interval, taken by
+ * whichever loader finds it due, from the figures its owner gathers.
+ */
+#include "tune.h"
+
+#include <limits.h>
+#include <string.h>
+
+/* An interval lasts at least MIN_INTERVAL_NS and LOADS_PER_LOADER getobs
+ * durations, so that every loader finished a few loads in it, and at most
+ * MAX_INTERVAL_NS; one shorter than MAX_INTERVAL_NS is judged only once
+ * JUDGE_LOADS loads per loader came back in it. */
+#define MIN_INTERVAL_NS 20000000ull
+#define MAX_INTERVAL_NS 500000000ull
+#define LOADS_PER_LOADER 4u
+#define JUDGE_LOADS 2u
+#define PAST_CPUS_NS 100000000ull
+#define SETTLE_MIN_NS 2000000ull
+/* The consumer is starved when it waits (or loads itself) more than
+ * STARVED of the time, fed when less than FED; between, nothing moves. */
+#define STARVED 0.05
+#define FED 0.02
+/* A step up pays when throughput rose by at least this share of what the
+ * added loaders would give if each loaded as fast as the others; past
+ * the CPUs, a getobs that computes gains only what the hand-off does
+ * (fewer sleeps and wake-ups), so any clear rise pays there. */
+#define PAYS 0.3
+#define CLEAR_RISE 0.05
+/* The cost of one getobs strayed when it moved by more than a third of
+ * what it was when the counts were learnt; two intervals in a row make
+ * them forgotten. */
+#define STRAY (1.0 / 3)
+#define STRAYS 2u
+/* Decisions at a plateau before the counts above it are tried again:
+ * what was measured there may have been noise. */
+#define REPROBE 25u
+
+void eachobs__tune_init(struct eachobs__tune *t, unsigned bound,
+			unsigned cpus, unsigned start,
+			const struct eachobs__tune_sample *first)
+{
+	if (bound < 1)
+		bound = 1;
+	start = start < 1 ? 1 : start > bound ? bound : start;
+	memset(&t->last, 0, sizeof(t->last));
+	atomic_init(&t->active, start);
+	atomic_init(&t->done, false);
+	atomic_init(&t->most, start);
+	atomic_init(&t->reason, EACHOBS_TUNE_STARTING);
+	atomic_init(&t->next_ns, first->now_ns + MIN_INTERVAL_NS);
+	atomic_init(&t->deciding, false);
+	eachobs__event_init(&t->ev_park);
+	t->bound = bound;
+	t->cpus = cpus < 1 ? 1 : cpus > bound ? bound : cpus;
+	t->last = *first;
+	t->prev = start;
+	t->prev_rate = 0;
+	t->prev_starved = false;
+	t->bad = bound + 1;
+	t->g_ref = 0;
+	t->drift = 0;
+	t->at_plateau = 0;
+	t->fed_streak = 0;
+	t->settling = false;
+}
+
+bool eachobs__tune_due(struct eachobs__tune *t, uint64_t now)
+{
+	bool no = false;
+
+	if (now < atomic_load_explicit(&t->next_ns, memory_order_relaxed))
+		return false;
+	return atomic_compare_exchange_strong_explicit(
+		&t->deciding, &no, true, memory_order_acquire,
+		memory_order_relaxed);
+}
+
+static uint64_t diff(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
+/* What one interval showed. */
+struct interval {
+	uint64_t ns;
+	double rate;    /* getobs calls returned per second */
+	double g;       /* ns per getobs on the loaders */
+	double cpu;     /* the loaders' CPU time over their getobs time */
+	bool computes;  /* getobs uses its CPU more than it waits */
+	double starved; /* the consumer's share of time waiting or loading */
+};
+
+/* A cost that stays away from g_ref makes what was learnt stale. */
+static void follow_cost(struct eachobs__tune *t, double g)
+{
+	double off = g > t->g_ref ? g - t->g_ref : t->g_ref - g;
+
+	if (t->g_ref > 0 && off <= STRAY * t->g_ref) {
+		t->drift = 0;
+		return;
+	}
+	if (t->g_ref > 0 && ++t->drift < STRAYS)
+		return;
+	t->g_ref = g;
+	t->drift = 0;
+	t->bad = t->bound + 1;
+	t->at_plateau = 0;
+}
+
+/* The consumer does not wait: the fewest loaders that keep it fed. */
+static unsigned fed(const struct interval *v, unsigned a)
+{
+	double need = v->rate * v->g * 1.25 / 1e9;
+	unsigned n = need >= a ? a : (unsigned)need + 1;
+
+	/* Give back at most half a step: the rate measured may have been
+	 * held down by a consumer that paused. */
+	return n < (a + 1) / 2 ? (a + 1) / 2 : n;
+}
+
+/* The consumer waits: the next count to try, and why. */
+static unsigned starved(struct eachobs__tune *t, const struct interval *v,
+			unsigned a, unsigned *reason)
+{
+	/* Did the last step up pay? */
+	if (t->prev_starved && t->prev < a) {
+		double ideal = (double)a / t->prev - 1;
+		double need = v->computes && t->prev >= t->cpus ? CLEAR_RISE
+							       : PAYS * ideal;
+		if (v->rate < t->prev_rate * (1 + need)) {
+			t->bad = a;
+			*reason = v->computes ? EACHOBS_TUNE_CPU_BOUND
+					      : EACHOBS_TUNE_PLATEAU;
+			return t->prev;
+		}
+	}
+	if (a >= t->bound) {
+		*reason = v->computes ? EACHOBS_TUNE_CPU_BOUND
+				      : EACHOBS_TUNE_AT_BOUND;
+		return t->bound;
+	}
+	/* Only a waiting getobs loses much to a plateau found in noise. */
+	if (!v->computes && t->bad <= t->bound && ++t->at_plateau >= REPROBE)
+		t->bad = t->bound + 1, t->at_plateau = 0;
+	/* Waiting loaders cost little: the less CPU a getobs uses, the
+	 * longer the stride (the ramp-up is time lost). */
+	unsigned stride = v->computes ? 2 : v->cpu < 0.1 ? 8 : 4, next;
+	if (t->bad > t->bound)
+		next = a > UINT_MAX / stride ? UINT_MAX : a * stride;
+	else
+		next = a + (t->bad - a) / 2;
+	if (next > t->bound)
+		next = t->bound;
+	if (next >= t->bad || next <= a) {
+		*reason = v->computes ? EACHOBS_TUNE_CPU_BOUND
+				      : EACHOBS_TUNE_PLATEAU;
+		return a;
+	}
+	*reason = EACHOBS_TUNE_GROWING;
+	return next;
+}
+
+static uint64_t interval_for(double g)
+{
+	double ns = g * LOADS_PER_LOADER;
+
+	return ns < MIN_INTERVAL_NS   ? MIN_INTERVAL_NS
+	       : ns > MAX_INTERVAL_NS ? MAX_INTERVAL_NS
+				      : (uint64_t)ns;
+}
+
+unsigned eachobs__tune_decide(struct eachobs__tune *t,
+			      const struct eachobs__tune_sample *s)
+{
+	const struct eachobs__tune_sample *l = &t->last;
+	unsigned a = eachobs__tune_active(t), want = a, reason;
+	uint64_t loads = diff(s->loaded, l->loaded);
+	uint64_t wl = diff(s->worker_loaded, l->worker_loaded);
+	uint64_t gns = diff(s->getobs_ns, l->getobs_ns);
+	struct interval v = {.ns = diff(s->now_ns, l->now_ns)};
+
+	/* After a change, the loaders it started or parked need about one
+	 * load to get there: the interval that judges it starts then. */
+	if (t->settling) {
+		t->settling = false;
+		t->last = *s;
+		atomic_store_explicit(&t->next_ns,
+				      s->now_ns + interval_for(t->g_ref),
+				      memory_order_relaxed);
+		return a;
+	}
+	/* Too little to judge yet: a getobs longer than the interval. */
+	if (v.ns == 0 || ((loads < (uint64_t)JUDGE_LOADS * a || !wl) &&
+			  v.ns < MAX_INTERVAL_NS)) {
+		atomic_store_explicit(&t->next_ns, s->now_ns + MIN_INTERVAL_NS,
+				      memory_order_relaxed);
+		return a;
+	}
+	v.rate = (double)loads * 1e9 / (double)v.ns;
+	v.g = wl ? (double)gns / (double)wl : t->g_ref;
+	v.cpu = gns ? (double)diff(s->cpu_ns, l->cpu_ns) / (double)gns : 1;
+	/* Loaders that fill the CPUs compute, whatever their getobs's wall
+	 * time says (it grows with the threads that share the CPUs). */
+	v.computes = v.cpu > 0.5 ||
+		     (double)diff(s->cpu_ns, l->cpu_ns) >
+			     0.75 * t->cpus * (double)v.ns;
+	v.starved = (double)diff(s->starved_ns, l->starved_ns) / (double)v.ns;
+	reason = atomic_load_explicit(&t->reason, memory_order_relaxed);
+	follow_cost(t, v.g);
+	t->fed_streak = v.starved < FED ? t->fed_streak + 1 : 0;
+	if (v.starved < FED) {
+		/* Two intervals in a row: loaders that fill the CPUs may
+		 * keep a consumer off them for one. */
+		if (t->fed_streak >= 2)
+			want = fed(&v, a);
+		reason = EACHOBS_TUNE_CONSUMER_BOUND;
+	} else if (v.starved > STARVED) {
+		want = starved(t, &v, a, &reason);
+	} else if (reason == EACHOBS_TUNE_STARTING) {
+		reason = EACHOBS_TUNE_CONSUMER_BOUND;
+	}
+	t->prev = a;
+	t->prev_rate = v.rate;
+	t->prev_starved = v.starved > STARVED;
+	t->last = *s;
+	atomic_store_explicit(&t->reason, reason, memory_order_relaxed);
+	/* Past the CPUs a computing getobs gains little, and a short
+	 * interval's noise is larger than that. */
+	uint64_t next = interval_for(v.g);
+	if (v.computes && want > t->cpus && next < PAST_CPUS_NS)
+		next = PAST_CPUS_NS;
+	if (want != a) {
+		t->settling = true;
+		next = v.g < SETTLE_MIN_NS ? SETTLE_MIN_NS
+		       : v.g > MAX_INTERVAL_NS ? MAX_INTERVAL_NS
+					       : (uint64_t)v.g;
+	}
+	atomic_store_explicit(&t->next_ns, s->now_ns + next,
+			      memory_order_relaxed);
+	return want < 1 ? 1 : want > t->bound ? t->bound : want;
+}
+
+void eachobs__tune_commit(struct eachobs__tune *t, unsigned n)
+{
+	unsigned a = eachobs__tune_active(t);
+
+	if (n < 1)
+		n = 1;
+	if (n != a)
+		atomic_store_explicit(&t->active, n, memory_order_release);
+	if (n > atomic_load_explicit(&t->most, memory_order_relaxed))
+		atomic_store_explicit(&t->most, n, memory_order_relaxed);
+	atomic_store_explicit(&t->deciding, false, memory_order_release);
+	if (n > a)
+		eachobs__event_notify(&t->ev_park, INT_MAX);
+}
+
+struct park {
+	struct eachobs__tune *t;
+	unsigned self;
+	eachobs__cond_fn stop;
+	const void *arg;
+};
+
+static bool may_leave(const void *arg)
+{
+	const struct park *p = arg;
+
+	return p->self < atomic_load_explicit(&p->t->active,
+					      memory_order_acquire) ||
+	       atomic_load_explicit(&p->t->done, memory_order_acquire) ||
+	       p->stop(p->arg);
+}
+
+bool eachobs__tune_park(struct eachobs__tune *t, unsigned self,
+			eachobs__cond_fn stop, const void *arg)
+{
+	struct park p = {t, self, stop, arg};
+
+	if (self < eachobs__tune_active(t))
+		return true;
+	/* Parked loaders sleep at once: no spins, they may park for long. */
+	eachobs__event_wait_timed(&t->ev_park, may_leave, &p, 0);
+	return !stop(arg);
+}
+
+void eachobs__tune_wake(struct eachobs__tune *t)
+{
+	eachobs__event_notify(&t->ev_park, INT_MAX);
+}
+
+void eachobs__tune_finish(struct eachobs__tune *t)
+{
+	if (atomic_load_explicit(&t->done, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&t->done, true, memory_order_release);
+	eachobs__event_notify(&t->ev_park, INT_MAX);
+}

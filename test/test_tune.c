@@ -1,0 +1,321 @@
+/*
+ * Autotune's controller (src/tune.c) alone, fed made-up measurements: a
+ * model loader whose throughput follows the loaders allowed, and a
+ * consumer that waits or not. Every decision is counted, none timed.
+ */
+#define _GNU_SOURCE
+#include "tune.h"
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+/* A model run: each interval of 50 ms (or what the controller asks for),
+ * `rate(active)` loads per second,
+ * each taking g_ns of wall time and cpu_share of it on a CPU; the
+ * consumer waits `starved` of the time. */
+struct model {
+	double (*rate)(const struct model *m, unsigned active);
+	double g_ns, cpu_share, starved;
+	double cap;   /* for the rates that saturate */
+	double fixed; /* the consumer's rate, for a fed consumer */
+	struct eachobs__tune_sample s;
+};
+
+static double linear(const struct model *m, unsigned a)
+{
+	return a * 1e9 / m->g_ns;
+}
+
+static double saturating(const struct model *m, unsigned a)
+{
+	double r = a * 1e9 / m->g_ns;
+
+	return r < m->cap ? r : m->cap;
+}
+
+static double consumer(const struct model *m, unsigned a)
+{
+	(void)a;
+	return m->fixed;
+}
+
+/* One interval at the active count: returns what decide() wants, then
+ * commits it (as the owner does, with every thread it asks for). */
+static unsigned step(struct eachobs__tune *t, struct model *m)
+{
+	uint64_t ns = 50000000, due = atomic_load(&t->next_ns);
+	unsigned a = eachobs__tune_active(t);
+
+	if (due > m->s.now_ns + ns) /* the controller asked for longer */
+		ns = due - m->s.now_ns;
+	double loads = m->rate(m, a) * ns / 1e9;
+
+	m->s.now_ns += ns;
+	m->s.loaded += (uint64_t)loads;
+	m->s.worker_loaded += (uint64_t)loads;
+	m->s.getobs_ns += (uint64_t)(loads * m->g_ns);
+	m->s.cpu_ns += (uint64_t)(loads * m->g_ns * m->cpu_share);
+	m->s.starved_ns += (uint64_t)(m->starved * ns);
+	cr_assert(eachobs__tune_due(t, m->s.now_ns),
+		  "a decision is due after an interval");
+	unsigned want = eachobs__tune_decide(t, &m->s);
+	eachobs__tune_commit(t, want);
+	return want;
+}
+
+static void start(struct eachobs__tune *t, struct model *m, unsigned bound,
+		  unsigned cpus, unsigned first)
+{
+	m->s = (struct eachobs__tune_sample){ .now_ns = 1000000000 };
+	eachobs__tune_init(t, bound, cpus, first, &m->s);
+}
+
+Test(tune, a_starved_consumer_gets_loaders_while_they_pay_up_to_the_bound)
+{
+	struct eachobs__tune t;
+	struct model m = {
+		.rate = linear,
+		.g_ns = 5e6,
+		.cpu_share = 0.01,
+		.starved = 1.0,
+	};
+
+	start(&t, &m, 64, 2, 2);
+	for (int i = 0; i < 40; i++)
+		step(&t, &m);
+	cr_assert_eq(eachobs__tune_active(&t), 64);
+	cr_assert_eq(atomic_load(&t.reason), EACHOBS_TUNE_AT_BOUND);
+	cr_assert_eq(atomic_load(&t.most), 64);
+}
+
+Test(tune, loaders_stop_where_more_stop_raising_throughput)
+{
+	struct eachobs__tune t;
+	/* 10 loaders reach the most this model gives. */
+	struct model m = {
+		.rate = saturating,
+		.g_ns = 5e6,
+		.cpu_share = 0.01,
+		.starved = 1.0,
+		.cap = 2000,
+	};
+
+	start(&t, &m, 64, 2, 2);
+	for (int i = 0; i < 40; i++)
+		step(&t, &m);
+	unsigned a = eachobs__tune_active(&t);
+	cr_assert(a >= 10 && a < 20, "%u loaders for a rate that stops "
+		  "rising at 10", a);
+	cr_assert_eq(atomic_load(&t.reason), EACHOBS_TUNE_PLATEAU);
+}
+
+Test(tune, a_fed_consumer_keeps_the_fewest_loaders_that_feed_it)
+{
+	struct eachobs__tune t;
+	/* The consumer takes 1000 a second; a load takes 0.5 ms: one
+	 * loader does. */
+	struct model m = {
+		.rate = consumer,
+		.g_ns = 5e5,
+		.cpu_share = 0.02,
+		.starved = 0.0,
+		.fixed = 1000,
+	};
+
+	start(&t, &m, 64, 2, 16);
+	for (int i = 0; i < 40; i++) {
+		unsigned a = eachobs__tune_active(&t);
+		cr_assert_leq(step(&t, &m), a, "a fed consumer got loaders");
+	}
+	cr_assert_eq(eachobs__tune_active(&t), 1);
+	cr_assert_eq(atomic_load(&t.reason), EACHOBS_TUNE_CONSUMER_BOUND);
+}
+
+Test(tune, a_fed_consumer_never_gets_more_loaders)
+{
+	struct eachobs__tune t;
+	/* Little's law asks for more than run: still none is added. */
+	struct model m = {
+		.rate = consumer,
+		.g_ns = 5e6,
+		.cpu_share = 0.02,
+		.starved = 0.0,
+		.fixed = 100000,
+	};
+
+	start(&t, &m, 64, 2, 4);
+	for (int i = 0; i < 10; i++)
+		cr_assert_leq(step(&t, &m), 4);
+}
+
+Test(tune, a_computing_getobs_that_gains_nothing_stays_at_the_cpus)
+{
+	struct eachobs__tune t;
+	/* Two CPUs: two loaders give all there is. */
+	struct model m = {
+		.rate = saturating,
+		.g_ns = 1e6,
+		.cpu_share = 1.0,
+		.starved = 1.0,
+		.cap = 2000,
+	};
+
+	start(&t, &m, 64, 2, 2);
+	for (int i = 0; i < 40; i++)
+		step(&t, &m);
+	cr_assert_eq(eachobs__tune_active(&t), 2);
+	cr_assert_eq(atomic_load(&t.reason), EACHOBS_TUNE_CPU_BOUND);
+}
+
+Test(tune, a_getobs_that_changes_cost_is_followed)
+{
+	struct eachobs__tune t;
+	struct model m = {
+		.rate = saturating,
+		.g_ns = 5e6,
+		.cpu_share = 0.01,
+		.starved = 1.0,
+		.cap = 2000,
+	};
+
+	start(&t, &m, 64, 2, 2);
+	for (int i = 0; i < 40; i++)
+		step(&t, &m);
+	unsigned before = eachobs__tune_active(&t);
+	/* A second phase: loads take four times as long, and the rate
+	 * they reach rises with the loaders again. */
+	m.g_ns = 20e6;
+	m.cap = 1e9;
+	for (int i = 0; i < 40; i++)
+		step(&t, &m);
+	cr_assert_gt(eachobs__tune_active(&t), before,
+		     "%u loaders after the cost rose, %u before",
+		     eachobs__tune_active(&t), before);
+}
+
+Test(tune, no_decision_before_the_interval_and_one_at_a_time)
+{
+	struct eachobs__tune t;
+	struct model m = {
+		.rate = linear,
+		.g_ns = 5e6,
+		.cpu_share = 0.01,
+		.starved = 1.0,
+	};
+
+	start(&t, &m, 8, 2, 2);
+	cr_assert_not(eachobs__tune_due(&t, m.s.now_ns + 1000));
+	cr_assert(eachobs__tune_due(&t, m.s.now_ns + 1000000000));
+	cr_assert_not(eachobs__tune_due(&t, m.s.now_ns + 1000000000),
+		      "a second decider while the first holds the ticket");
+	eachobs__tune_commit(&t, 2);
+	cr_assert(eachobs__tune_due(&t, m.s.now_ns + 1000000000));
+}
+
+/* ---- parking ---------------------------------------------------------- */
+
+struct parker {
+	struct eachobs__tune *t;
+	unsigned self;
+	_Atomic bool stop;
+	_Atomic int result; /* -1: still parked */
+	clockid_t clock;
+	_Atomic bool ready;
+};
+
+static bool parker_stop(const void *arg)
+{
+	return atomic_load(&((const struct parker *)arg)->stop);
+}
+
+static void *park_main(void *arg)
+{
+	struct parker *p = arg;
+
+	pthread_getcpuclockid(pthread_self(), &p->clock);
+	atomic_store(&p->ready, true);
+	atomic_store(&p->result,
+		     eachobs__tune_park(p->t, p->self, parker_stop, p) ? 1 : 0);
+	return NULL;
+}
+
+static uint64_t thread_cpu(clockid_t c)
+{
+	struct timespec ts;
+
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { 0, (long)ms * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Waits for the parked thread's answer, with a deadline. */
+static int answer(struct parker *p)
+{
+	for (int i = 0; i < 5000 && atomic_load(&p->result) < 0; i++)
+		sleep_ms(1);
+	return atomic_load(&p->result);
+}
+
+static void park_one(struct eachobs__tune *t, struct parker *p,
+		     pthread_t *th, unsigned self)
+{
+	struct eachobs__tune_sample s = { .now_ns = 1 };
+
+	eachobs__tune_init(t, 8, 2, 1, &s);
+	*p = (struct parker){ .t = t, .self = self, .result = -1 };
+	cr_assert_eq(pthread_create(th, NULL, park_main, p), 0);
+	while (!atomic_load(&p->ready))
+		sleep_ms(1);
+}
+
+Test(tune, a_parked_loader_sleeps_until_it_is_among_the_active)
+{
+	struct eachobs__tune t;
+	struct parker p;
+	pthread_t th;
+
+	park_one(&t, &p, &th, 3);
+	sleep_ms(20);
+	uint64_t c0 = thread_cpu(p.clock);
+	sleep_ms(200);
+	uint64_t used = thread_cpu(p.clock) - c0;
+	cr_assert_eq(atomic_load(&p.result), -1, "loader 3 of 1 active left");
+	cr_assert_lt(used, 5000000, "a parked loader used %llu ns of CPU in "
+		     "200 ms", (unsigned long long)used);
+	cr_assert(eachobs__tune_due(&t, UINT64_MAX / 2));
+	eachobs__tune_commit(&t, 2); /* loader 3 still parked */
+	sleep_ms(20);
+	cr_assert_eq(atomic_load(&p.result), -1);
+	cr_assert(eachobs__tune_due(&t, UINT64_MAX / 2));
+	eachobs__tune_commit(&t, 4);
+	cr_assert_eq(answer(&p), 1, "loader 3 of 4 active may load");
+	pthread_join(th, NULL);
+}
+
+Test(tune, a_parked_loader_leaves_on_stop_or_when_the_work_is_done)
+{
+	struct eachobs__tune t;
+	struct parker p;
+	pthread_t th;
+
+	park_one(&t, &p, &th, 5);
+	atomic_store(&p.stop, true);
+	eachobs__tune_wake(&t);
+	cr_assert_eq(answer(&p), 0, "stopped: it must not load");
+	pthread_join(th, NULL);
+
+	park_one(&t, &p, &th, 5);
+	eachobs__tune_finish(&t);
+	cr_assert_eq(answer(&p), 1, "done: it goes on to find no work");
+	pthread_join(th, NULL);
+}
