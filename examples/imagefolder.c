@@ -20,7 +20,11 @@
  * about eachobs. bench/imagefolder.c times this pipeline under every
  * executor and beside PyTorch's DataLoader (docs/imagefolder.md).
  *
+ *   - with --autotune the loader picks how many threads decode, each
+ *     epoch starting where the last ended, and says why.
+ *
  *   example_imagefolder FOLDER [--epochs E] [--threads T] [--seed S]
+ *                      [--autotune]
  */
 #define _GNU_SOURCE
 #include <eachobs.h>
@@ -115,15 +119,25 @@ static double train_step(const float *x, const int *y, size_t count)
 	return sum / ((double)count * IMAGE_FLOATS);
 }
 
+/* How many threads decode: nthreads, or with autotune at most nthreads
+ * (0: its default), starting with what the last epoch ended with. */
+struct threads {
+	unsigned nthreads;
+	bool autotune;
+	unsigned last; /* the last epoch's eachobs_stats.nloading */
+};
+
 /* One epoch: 0, 1 on an error, 130 after Ctrl-C. */
-static int train_epoch(struct images *im, unsigned nthreads)
+static int train_epoch(struct images *im, struct threads *th)
 {
 	eachobs_dataset data = { im, images_numobs, images_getobs,
 				 IMAGE_FLOATS * sizeof(float) };
 	eachobs_options o = { .executor = EACHOBS_BACKGROUND,
-			      .nthreads = nthreads, /* 0: one per CPU */
+			      .nthreads = th->nthreads, /* 0: one per CPU */
 			      .batchsize = BATCH, .shuffle = true,
-			      .seed = im->seed, .epoch = im->epoch };
+			      .seed = im->seed, .epoch = im->epoch,
+			      .autotune = th->autotune,
+			      .autotune_start = th->last };
 	size_t done = 0, total = im->folder->n;
 	double t0 = now_s(), shown = 0, mean = 0;
 	int tty = isatty(STDERR_FILENO);
@@ -151,6 +165,9 @@ static int train_epoch(struct images *im, unsigned nthreads)
 	}
 	if (tty)
 		fprintf(stderr, "\r%60s\r", ""); /* clear the progress line */
+	eachobs_stats st;
+	eachobs_get_stats(it, &st);
+	th->last = st.nloading;
 	if (rc < 0 && rc != -EINTR)
 		fprintf(stderr, "%s: %s\n", name, eachobs_last_error());
 	atomic_store(&running, NULL);
@@ -163,18 +180,25 @@ static int train_epoch(struct images *im, unsigned nthreads)
 		return 1;
 	printf("%s: %zu images in %.2f s, mean value %+.3f\n", name, done,
 	       now_s() - t0, mean);
+	printf("%s: %u threads decoding (at most %u at once), training "
+	       "waited %.2f s%s%s\n", name, st.nloading, st.max_loading,
+	       st.consumer_wait_ns / 1e9, th->autotune ? ": " : "",
+	       th->autotune ? eachobs_tune_reason_string(st.tune_reason) : "");
 	return 0;
 }
 
 static int usage(int help)
 {
 	fprintf(help ? stdout : stderr, "usage: example_imagefolder FOLDER "
-		"[--epochs E] [--threads T] [--seed S]\n");
+		"[--epochs E] [--threads T] [--seed S]\n"
+		"                           [--autotune]\n");
 	if (help)
 		puts("\nTrains a stand-in step on FOLDER/CLASS/*.jpg, shuffled "
 		     "batches of 32\nrandomly cropped and flipped 224 x 224 "
 		     "images; --epochs (default 1),\n--threads (default: one "
-		     "per CPU), --seed (default 2024). Ctrl-C stops it\n"
+		     "per CPU), --seed (default 2024). --autotune lets\n"
+		     "the loader choose how many threads decode (--threads: "
+		     "the most, default 64)\nand say why. Ctrl-C stops it "
 		     "(exit status 130).");
 	return help ? 0 : 2;
 }
@@ -192,6 +216,7 @@ int main(int argc, char **argv)
 {
 	const char *dir = NULL;
 	long long epochs = 1, nthreads = 0, seed = 2024;
+	struct threads th = { 0 };
 	int status = 0;
 
 	for (int i = 1; i < argc; i++) {
@@ -200,6 +225,10 @@ int main(int argc, char **argv)
 
 		if (!strcmp(a, "--help") || !strcmp(a, "-h"))
 			return usage(1);
+		if (!strcmp(a, "--autotune")) {
+			th.autotune = true;
+			continue;
+		}
 		if (!strcmp(a, "--epochs"))
 			opt = &epochs;
 		else if (!strcmp(a, "--threads"))
@@ -228,12 +257,13 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 
 	struct images im = { &folder, (unsigned long long)seed, 0 };
+	th.nthreads = (unsigned)nthreads;
 	for (long long e = 0; e < epochs && status == 0; e++) {
 		im.epoch = (unsigned long long)e;
 		if (atomic_load(&interrupted)) /* Ctrl-C between epochs */
 			status = 130;
 		else
-			status = train_epoch(&im, (unsigned)nthreads);
+			status = train_epoch(&im, &th);
 	}
 	jpeg_folder_free(&folder);
 	return status;
