@@ -20,6 +20,7 @@ HoldError = _eachobs.HoldError
 
 _EXECUTORS = {"threaded": 0, "background": 1, "serial": 2}
 _MAX_THREADS = 1024
+_AUTOTUNE_THREADS = 64  # EACHOBS_AUTOTUNE_THREADS
 _MAX_BATCH = 1 << 31
 _MAX_SLOTS = 1 << 24
 _STATE_FORMAT = "eachobs.DataLoader/1"
@@ -89,7 +90,9 @@ class DataLoader:
     ``hold``, the batches the training loop may keep alive at once
     (:class:`HoldError` past it); ``on_error`` "raise" or "skip";
     ``shard_index``/``shard_count`` (as DistributedSampler's);
-    ``seed``; ``output`` "torch" or "numpy". See docs/python.md.
+    ``seed``; ``output`` "torch" or "numpy"; ``autotune``, the loader
+    choosing how many threads load (``num_workers`` the most, None: 64),
+    each epoch starting where the last ended. See docs/python.md.
     """
 
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1,
@@ -106,7 +109,7 @@ class DataLoader:
                  shard_count: int = 1, output: str = "torch",
                  batch_sampler: Any = None, timeout: float = 0,
                  multiprocessing_context: Any = None,
-                 pin_memory_device: str = ""):
+                 pin_memory_device: str = "", autotune: bool = False):
         self._check_unsupported(dataset, batch_sampler, timeout,
                                 multiprocessing_context, pin_memory_device)
         self.dataset = dataset
@@ -152,6 +155,7 @@ class DataLoader:
         self.worker_init_fn = worker_init_fn
         self.in_order = bool(in_order)
         self.persistent_workers = bool(persistent_workers)
+        self.autotune = bool(autotune)
         self.pin_memory = bool(pin_memory) and self._pinning()
         if seed is not None:
             _int("seed", seed, 0, (1 << 64) - 1)
@@ -285,9 +289,12 @@ class DataLoader:
         raise errors[0]
 
     def _threads(self) -> int:
+        """The threads to start, or under autotune the most that load
+        (the C library's default bound: 64, or the CPUs if more)."""
         if self.num_workers is not None:
             return self.num_workers
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
+        return max(cpus, _AUTOTUNE_THREADS) if self.autotune else cpus
 
     def _pool_of(self):
         if not self.persistent_workers or self._threads() == 0:
@@ -351,16 +358,23 @@ class DataLoader:
         where it resumes: the same with a collate_fn or without."""
         serial = self.num_workers == 0 or self.executor == "serial"
         workers = 1 if serial else self._threads()
+        if self.autotune:  # prefetch per thread that loads at first
+            workers = min(workers, len(os.sched_getaffinity(0)))
+        pool = None if serial else self._pool_of()
         return dict(
             executor=_EXECUTORS["serial" if serial else self.executor],
             ordered=self.in_order,
             nthreads=0 if serial else (self.num_workers or 0),
             buffersize=(self.prefetch_factor * workers
                         if self.prefetch_factor and not serial else 0),
+            autotune=self.autotune,
+            # A pool keeps what the last epoch ended with by itself.
+            autotune_start=(self._last_stats.get("nloading", 0)
+                            if self.autotune and pool is None else 0),
             hold=self.hold,
             skip=self.on_error == "skip",
             resume=resume["checkpoint"] if resume else None,
-            pool=None if serial else self._pool_of(),
+            pool=pool,
             worker_init=self.worker_init_fn)
 
     def _start_collating(self, epoch: int, order, resume: Optional[dict]):

@@ -262,25 +262,26 @@ static int Loader_init(Loader *L, PyObject *args, PyObject *kw)
 		"ordered", "nthreads", "buffersize", "hold", "skip",
 		"indices", "shuffle", "seed", "epoch", "shard_index",
 		"shard_count", "drop_last", "resume", "pool", "worker_init",
-		"pin_alloc", NULL };
+		"pin_alloc", "autotune", "autotune_start", NULL };
 	PyObject *dataset, *plan, *fields, *specs, *tensor_type, *collate;
 	PyObject *indices, *resume, *pool, *worker_init, *pin_alloc;
 	unsigned long long getobs_addr, ctx_addr, seed, epoch;
 	Py_ssize_t numobs, batchsize, buffersize;
-	int executor, ordered, skip, shuffle, drop_last;
-	unsigned nthreads, hold, shard_index, shard_count;
+	int executor, ordered, skip, shuffle, drop_last, autotune = 0;
+	unsigned nthreads, hold, shard_index, shard_count, autotune_start = 0;
 
 	if (L->failures) {
 		PyErr_SetString(PyExc_RuntimeError, "Loader: started already");
 		return -1;
 	}
 	if (!PyArg_ParseTupleAndKeywords(
-		    args, kw, "OnKKOOOOOnipInIpOpKKIIpOOOO", names, &dataset,
+		    args, kw, "OnKKOOOOOnipInIpOpKKIIpOOOO|pI", names, &dataset,
 		    &numobs, &getobs_addr, &ctx_addr, &plan, &fields, &specs,
 		    &tensor_type, &collate, &batchsize, &executor, &ordered,
 		    &nthreads, &buffersize, &hold, &skip, &indices, &shuffle,
 		    &seed, &epoch, &shard_index, &shard_count, &drop_last,
-		    &resume, &pool, &worker_init, &pin_alloc))
+		    &resume, &pool, &worker_init, &pin_alloc, &autotune,
+		    &autotune_start))
 		return -1;
 	pthread_mutex_init(&L->lock, NULL);
 	gil_gate_init(&L->gil);
@@ -376,6 +377,8 @@ static int Loader_init(Loader *L, PyObject *args, PyObject *kw)
 		.allocator = &a,
 		.fields = L->nfields > 1 ? L->fields : NULL,
 		.nfields = L->nfields > 1 ? L->nfields : 0,
+		.autotune = autotune,
+		.autotune_start = autotune_start,
 	};
 	eachobs_iter *it = NULL;
 	int rc;
@@ -650,14 +653,16 @@ static PyObject *Loader_stats(Loader *L, PyObject *unused)
 	eachobs_get_stats(it, &s);
 	consumer_leave(L);
 	return Py_BuildValue(
-		"{sKsKsKsKsKsKsKsKsKsKsnsIsK}", "yielded", s.yielded,
+		"{sKsKsKsKsKsKsKsKsKsKsnsIsKsIsIsssn}", "yielded", s.yielded,
 		"batches", s.batches, "skipped", s.skipped, "loaded", s.loaded,
 		"loaded_by_consumer", s.loaded_by_consumer, "consumer_wait_ns",
 		s.consumer_wait_ns, "consumer_getobs_ns", s.consumer_getobs_ns,
 		"worker_getobs_ns", s.worker_getobs_ns, "worker_idle_ns",
 		s.worker_idle_ns, "steals", s.steals, "max_waiting",
 		(Py_ssize_t)s.max_waiting, "nworkers", s.nworkers, "failures",
-		s.skipped);
+		s.skipped, "nloading", s.nloading, "max_loading", s.max_loading,
+		"tune_reason", eachobs_tune_reason_string(s.tune_reason),
+		"buffer_depth", (Py_ssize_t)s.buffer_depth);
 }
 
 static PyObject *Loader_blocks(Loader *L, PyObject *unused)
