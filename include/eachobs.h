@@ -567,8 +567,8 @@ typedef enum eachobs_tune_reason {
 	EACHOBS_TUNE_CPU_BOUND,
 	EACHOBS_TUNE_GROWING,     /**< getobs waits and more threads pay */
 	EACHOBS_TUNE_PLATEAU,     /**< getobs waits; more stopped paying */
-	/** The consumer waits with nthreads loading: a larger bound would
-	 *  help. */
+	/** The consumer waits with nthreads loading: a larger bound may
+	 *  help, unless getobs computes. */
 	EACHOBS_TUNE_AT_BOUND,
 } eachobs_tune_reason;
 

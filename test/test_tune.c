@@ -74,6 +74,14 @@ static void start(struct eachobs__tune *t, struct model *m, unsigned bound,
 	eachobs__tune_init(t, bound, cpus, first, &m->s);
 }
 
+/* k intervals; the loaders active after them. */
+static unsigned run(struct eachobs__tune *t, struct model *m, int k)
+{
+	for (int i = 0; i < k; i++)
+		step(t, m);
+	return eachobs__tune_active(t);
+}
+
 Test(tune, a_starved_consumer_gets_loaders_while_they_pay_up_to_the_bound)
 {
 	struct eachobs__tune t;
@@ -85,9 +93,7 @@ Test(tune, a_starved_consumer_gets_loaders_while_they_pay_up_to_the_bound)
 	};
 
 	start(&t, &m, 64, 2, 2);
-	for (int i = 0; i < 40; i++)
-		step(&t, &m);
-	cr_assert_eq(eachobs__tune_active(&t), 64);
+	cr_assert_eq(run(&t, &m, 40), 64);
 	cr_assert_eq(atomic_load(&t.reason), EACHOBS_TUNE_AT_BOUND);
 	cr_assert_eq(atomic_load(&t.most), 64);
 }
@@ -105,9 +111,7 @@ Test(tune, loaders_stop_where_more_stop_raising_throughput)
 	};
 
 	start(&t, &m, 64, 2, 2);
-	for (int i = 0; i < 40; i++)
-		step(&t, &m);
-	unsigned a = eachobs__tune_active(&t);
+	unsigned a = run(&t, &m, 40);
 	cr_assert(a >= 10 && a < 20, "%u loaders for a rate that stops "
 		  "rising at 10", a);
 	cr_assert_eq(atomic_load(&t.reason), EACHOBS_TUNE_PLATEAU);
@@ -165,9 +169,7 @@ Test(tune, a_computing_getobs_that_gains_nothing_stays_at_the_cpus)
 	};
 
 	start(&t, &m, 64, 2, 2);
-	for (int i = 0; i < 40; i++)
-		step(&t, &m);
-	cr_assert_eq(eachobs__tune_active(&t), 2);
+	cr_assert_eq(run(&t, &m, 40), 2);
 	cr_assert_eq(atomic_load(&t.reason), EACHOBS_TUNE_CPU_BOUND);
 }
 
@@ -183,16 +185,12 @@ Test(tune, a_getobs_that_changes_cost_is_followed)
 	};
 
 	start(&t, &m, 64, 2, 2);
-	for (int i = 0; i < 40; i++)
-		step(&t, &m);
-	unsigned before = eachobs__tune_active(&t);
+	unsigned before = run(&t, &m, 40);
 	/* A second phase: loads take four times as long, and the rate
 	 * they reach rises with the loaders again. */
 	m.g_ns = 20e6;
 	m.cap = 1e9;
-	for (int i = 0; i < 40; i++)
-		step(&t, &m);
-	cr_assert_gt(eachobs__tune_active(&t), before,
+	cr_assert_gt(run(&t, &m, 40), before,
 		     "%u loaders after the cost rose, %u before",
 		     eachobs__tune_active(&t), before);
 }
