@@ -438,9 +438,10 @@ static void plan_loader(eachobs_iter *it)
 
 /*
  * Autotune: the workers are a bound; those past the ones loading at
- * first get a thread when first needed (tuning.c). A getobs that computes
- * gets no more loaders than the CPUs, less the consumer's under THREADED
- * (it loads too when nothing is ready).
+ * first get a thread when first needed (tuning.c). Past the usable CPUs
+ * (less the consumer's under THREADED: it loads too when nothing is
+ * ready) a getobs that computes gets more loaders only where they
+ * clearly pay (tune.c).
  */
 static int plan_tuning(eachobs_iter *it, const eachobs_options *o,
 		       unsigned workers)
