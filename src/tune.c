@@ -15,6 +15,10 @@
 #define MAX_INTERVAL_NS 500000000ull
 #define LOADS_PER_LOADER 4u
 #define JUDGE_LOADS 2u
+/* Past the CPUs, a computing getobs's steps are judged over at least
+ * PAST_CPUS_NS: what they gain there is small beside a short interval's
+ * noise. After a change, one load's time (at least SETTLE_MIN_NS) passes
+ * before the interval that judges it begins. */
 #define PAST_CPUS_NS 100000000ull
 #define SETTLE_MIN_NS 2000000ull
 /* The consumer is starved when it waits (or loads itself) more than
