@@ -124,6 +124,11 @@ static inline void eachobs__stat_add(_Atomic uint64_t *c, uint64_t v)
 		c, atomic_load_explicit(c, memory_order_relaxed) + v,
 		memory_order_relaxed);
 }
+/* Any thread: a stat as far as it has been written. */
+static inline uint64_t eachobs__stat_read(const _Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
 /* A wait of this thread from t0 (idle_since), and its end at t1 (into
  * idle_ns). */
 static inline void eachobs__idle_begin(struct eachobs__stats *st, uint64_t t0)
@@ -140,10 +145,8 @@ static inline void eachobs__idle_end(struct eachobs__stats *st, uint64_t t0,
 static inline uint64_t eachobs__idle_until(const struct eachobs__stats *st,
 					   uint64_t now)
 {
-	uint64_t since = atomic_load_explicit(&st->idle_since,
-					      memory_order_relaxed);
-	uint64_t done = atomic_load_explicit(&st->idle_ns,
-					     memory_order_relaxed);
+	uint64_t since = eachobs__stat_read(&st->idle_since);
+	uint64_t done = eachobs__stat_read(&st->idle_ns);
 
 	return done + (since && now > since ? now - since : 0);
 }

@@ -262,29 +262,22 @@ int eachobs_obs_length(const eachobs_iter *it, const void *obs, size_t *len)
 	return 0;
 }
 
-static uint64_t read_stat(const _Atomic uint64_t *c)
-{
-	return atomic_load_explicit(c, memory_order_relaxed);
-}
-
 void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->yielded = it->nyielded;
 	st->batches = it->nbatches;
 	st->skipped = it->nfailures;
-	st->loaded_by_consumer = read_stat(&it->cstats.loaded);
-	st->consumer_wait_ns = read_stat(&it->cstats.idle_ns);
-	st->consumer_getobs_ns = read_stat(&it->cstats.getobs_ns);
-	st->loaded = st->loaded_by_consumer;
-	for (unsigned j = 0; j < it->workers.nthreads; j++) {
-		const struct eachobs__stats *w =
-			eachobs__workers_stats(&it->workers, j);
-		st->loaded += read_stat(&w->loaded);
-		st->worker_getobs_ns += read_stat(&w->getobs_ns);
-		st->worker_idle_ns += read_stat(&w->idle_ns);
-		st->steals += read_stat(&w->steals);
-	}
+	struct eachobs__worker_totals w;
+
+	eachobs__workers_totals(&it->workers, &w);
+	st->loaded_by_consumer = eachobs__stat_read(&it->cstats.loaded);
+	st->consumer_wait_ns = eachobs__stat_read(&it->cstats.idle_ns);
+	st->consumer_getobs_ns = eachobs__stat_read(&it->cstats.getobs_ns);
+	st->loaded = st->loaded_by_consumer + w.loaded;
+	st->worker_getobs_ns = w.getobs_ns;
+	st->worker_idle_ns = w.idle_ns;
+	st->steals = w.steals;
 	st->max_waiting = it->mode->max_waiting(it);
 	st->nworkers = eachobs__workers_started(&it->workers);
 	eachobs__tuning_stats(it, st);

@@ -446,7 +446,7 @@ static void plan_loader(eachobs_iter *it)
 static int plan_tuning(eachobs_iter *it, const eachobs_options *o,
 		       unsigned workers)
 {
-	unsigned cpus = eachobs__default_threads();
+	unsigned ncpus = eachobs__default_threads(), cpus = ncpus;
 	unsigned start = o->autotune_start;
 
 	if (it->executor == EACHOBS_THREADED && cpus > 1)
@@ -454,7 +454,7 @@ static int plan_tuning(eachobs_iter *it, const eachobs_options *o,
 	if (!start && o->pool)
 		start = eachobs__lender_learned(o->pool);
 	if (!start)
-		start = eachobs__default_threads();
+		start = ncpus;
 	if (eachobs__tuning_init(it, workers, start, cpus) < 0)
 		return -ENOMEM;
 	it->workers.nstart = eachobs__tuning_loaders(it);

@@ -5,7 +5,6 @@
 #include "tune.h"
 
 #include <limits.h>
-#include <string.h>
 
 /* An interval lasts at least MIN_INTERVAL_NS and LOADS_PER_LOADER getobs
  * durations, so that every loader finished a few loads in it, and at most
@@ -47,7 +46,6 @@ void eachobs__tune_init(struct eachobs__tune *t, unsigned bound,
 	if (bound < 1)
 		bound = 1;
 	start = start < 1 ? 1 : start > bound ? bound : start;
-	memset(&t->last, 0, sizeof(t->last));
 	atomic_init(&t->active, start);
 	atomic_init(&t->done, false);
 	atomic_init(&t->most, start);
@@ -202,12 +200,11 @@ unsigned eachobs__tune_decide(struct eachobs__tune *t,
 	}
 	v.rate = (double)loads * 1e9 / (double)v.ns;
 	v.g = wl ? (double)gns / (double)wl : t->g_ref;
-	v.cpu = gns ? (double)diff(s->cpu_ns, l->cpu_ns) / (double)gns : 1;
+	double cpu_ns = (double)diff(s->cpu_ns, l->cpu_ns);
+	v.cpu = gns ? cpu_ns / (double)gns : 1;
 	/* Loaders that fill the CPUs compute, whatever their getobs's wall
 	 * time says (it grows with the threads that share the CPUs). */
-	v.computes = v.cpu > 0.5 ||
-		     (double)diff(s->cpu_ns, l->cpu_ns) >
-			     0.75 * t->cpus * (double)v.ns;
+	v.computes = v.cpu > 0.5 || cpu_ns > 0.75 * t->cpus * (double)v.ns;
 	v.starved = (double)diff(s->starved_ns, l->starved_ns) / (double)v.ns;
 	reason = atomic_load_explicit(&t->reason, memory_order_relaxed);
 	follow_cost(t, v.g);

@@ -27,11 +27,6 @@ struct eachobs__tuning {
 	uint64_t cpu_total;
 };
 
-static uint64_t read_stat(const _Atomic uint64_t *c)
-{
-	return atomic_load_explicit(c, memory_order_relaxed);
-}
-
 /* The loaders' CPU time so far: each worker's clock, read from here. */
 static uint64_t loaders_cpu(struct eachobs__tuning *tn)
 {
@@ -55,16 +50,17 @@ static uint64_t loaders_cpu(struct eachobs__tuning *tn)
 static void sample(eachobs_iter *it, uint64_t now,
 		   struct eachobs__tune_sample *s)
 {
-	*s = (struct eachobs__tune_sample){.now_ns = now};
-	for (unsigned j = 0; j < it->workers.nthreads; j++) {
-		const struct eachobs__stats *w =
-			eachobs__workers_stats(&it->workers, j);
-		s->worker_loaded += read_stat(&w->loaded);
-		s->getobs_ns += read_stat(&w->getobs_ns);
-	}
-	s->loaded = s->worker_loaded + read_stat(&it->cstats.loaded);
+	struct eachobs__worker_totals w;
+
+	eachobs__workers_totals(&it->workers, &w);
+	*s = (struct eachobs__tune_sample){
+		.now_ns = now,
+		.worker_loaded = w.loaded,
+		.getobs_ns = w.getobs_ns,
+		.loaded = w.loaded + eachobs__stat_read(&it->cstats.loaded),
+	};
 	s->starved_ns = eachobs__idle_until(&it->cstats, now) +
-			read_stat(&it->cstats.getobs_ns);
+			eachobs__stat_read(&it->cstats.getobs_ns);
 	if (it->tuning)
 		s->cpu_ns = loaders_cpu(it->tuning);
 }
@@ -128,8 +124,10 @@ void eachobs__tuning_tick(eachobs_iter *it)
 {
 	struct eachobs__tuning *tn = it->tuning;
 
-	if (eachobs__tune_due(&tn->tune, eachobs__now_ns()))
-		decide(it, eachobs__now_ns());
+	uint64_t now = eachobs__now_ns();
+
+	if (eachobs__tune_due(&tn->tune, now))
+		decide(it, now);
 }
 
 bool eachobs__tuning_turn(eachobs_iter *it, unsigned self)

@@ -226,10 +226,17 @@ unsigned eachobs__workers_started(const struct eachobs__workers *ws)
 	       atomic_load_explicit(&ws->ncreated, memory_order_relaxed);
 }
 
-const struct eachobs__stats *
-eachobs__workers_stats(const struct eachobs__workers *ws, unsigned j)
+void eachobs__workers_totals(const struct eachobs__workers *ws,
+			     struct eachobs__worker_totals *t)
 {
-	return &ws->list[j].stats;
+	*t = (struct eachobs__worker_totals){ 0 };
+	for (unsigned j = 0; j < ws->nthreads; j++) {
+		const struct eachobs__stats *w = &ws->list[j].stats;
+		t->loaded += eachobs__stat_read(&w->loaded);
+		t->getobs_ns += eachobs__stat_read(&w->getobs_ns);
+		t->idle_ns += eachobs__stat_read(&w->idle_ns);
+		t->steals += eachobs__stat_read(&w->steals);
+	}
 }
 
 void eachobs__workers_wake_all(struct eachobs__workers *ws)

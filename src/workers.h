@@ -78,9 +78,13 @@ int eachobs__workers_start(struct eachobs__workers *ws);
 unsigned eachobs__workers_grow(struct eachobs__workers *ws, unsigned upto);
 /* Workers running (after a successful start): lent or created. */
 unsigned eachobs__workers_started(const struct eachobs__workers *ws);
-/* Worker j's statistics (its thread writes them while it runs). */
-const struct eachobs__stats *
-eachobs__workers_stats(const struct eachobs__workers *ws, unsigned j);
+/* Every worker's statistics summed (their threads write them while they
+ * run, so a getobs in progress may be missing). */
+struct eachobs__worker_totals {
+	uint64_t loaded, getobs_ns, idle_ns, steals;
+};
+void eachobs__workers_totals(const struct eachobs__workers *ws,
+			     struct eachobs__worker_totals *t);
 /* After *job.closed was set: workers waiting at the gate see it. */
 void eachobs__workers_wake_all(struct eachobs__workers *ws);
 /* Wait until every worker is done with the job. */
