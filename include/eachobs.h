@@ -72,7 +72,7 @@ extern "C" {
 /** The major version of this header (0 until the API is declared stable). */
 #define EACHOBS_VERSION_MAJOR 0
 /** The minor version: it grows with every release that adds to the API. */
-#define EACHOBS_VERSION_MINOR 4
+#define EACHOBS_VERSION_MINOR 5
 /** The patch version: fixes only. */
 #define EACHOBS_VERSION_PATCH 0
 /** This header's version, (major << 16) | (minor << 8) | patch. */
@@ -277,6 +277,15 @@ typedef struct eachobs_options {
 	 *  autotuned iterator on pool ended with, else the CPUs. Passing the
 	 *  previous epoch's eachobs_stats.nloading starts where it ended. */
 	unsigned autotune_start;
+	/** Streams (eachobs_stream_parallel(), since 0.5; 0: what 0.4 did
+	 *  elsewhere, where it is ignored): ordered, the open shards the
+	 *  deterministic interleave cycles over, and so the most threads
+	 *  that load at once; 0: EACHOBS_STREAM_CYCLE. */
+	unsigned cycle_length;
+	/** Streams: the shuffle buffer, in units (0: none): the consumer
+	 *  yields a pseudo-random one of the next shuffle_buffer loaded
+	 *  units instead of the oldest (see eachobs_stream.h). */
+	size_t shuffle_buffer;
 } eachobs_options;
 
 /** Autotune's default bound on threads: a getobs that waits 5 ms needs
@@ -647,5 +656,8 @@ EACHOBS_API const char *eachobs_version_string(void);
 #ifdef __cplusplus
 }
 #endif
+
+/* Datasets read front to back, in shards: eachobs_stream_parallel(). */
+#include "eachobs_stream.h"
 
 #endif /* EACHOBS_H */

@@ -32,7 +32,7 @@ _Static_assert(EACHOBS__OPTIONS_SIZE_0_1 <= sizeof(eachobs_options) &&
  * to the new last field.
  */
 _Static_assert(sizeof(eachobs_options) ==
-		       offsetof(eachobs_options, autotune_start) + sizeof(unsigned),
+		       offsetof(eachobs_options, shuffle_buffer) + sizeof(size_t),
 	       "eachobs_options ends in padding: name it (see above)");
 
 static size_t min_size(size_t a, size_t b)
@@ -51,27 +51,29 @@ static size_t nonzero_from(const void *p, size_t from, size_t to)
 	return to;
 }
 
-int eachobs_parallel_sized(eachobs_iter **itp, const eachobs_dataset *data,
-			   const eachobs_options *opts, size_t opts_size)
+/* The caller's options of opts_size bytes in *o, this library's size:
+ * 0, or -EINVAL / -E2BIG (fn reports it) with *itp NULL. */
+static int take_options(eachobs_iter **itp, const eachobs_options *opts,
+			size_t opts_size, const char *fn, eachobs_options *o)
 {
-	eachobs_options o;
 	size_t set;
 	int rc = 0;
 
-	memset(&o, 0, sizeof(o));
+	memset(o, 0, sizeof(*o));
 	if (opts && opts_size < EACHOBS__OPTIONS_SIZE_0_1)
 		rc = eachobs__fail(-EINVAL,
-				   "eachobs_parallel_sized: opts_size %zu is "
-				   "below the 0.1 options size (%zu)",
-				   opts_size, (size_t)EACHOBS__OPTIONS_SIZE_0_1);
-	else if (opts && (set = nonzero_from(opts, sizeof(o), opts_size)) <
+				   "%s: opts_size %zu is below the 0.1 options "
+				   "size (%zu)",
+				   fn, opts_size,
+				   (size_t)EACHOBS__OPTIONS_SIZE_0_1);
+	else if (opts && (set = nonzero_from(opts, sizeof(*o), opts_size)) <
 				 opts_size)
 		rc = eachobs__fail(-E2BIG,
-				   "eachobs_parallel_sized: opts_size %zu "
-				   "exceeds this library's options (%zu bytes) "
-				   "and byte %zu is not zero: the program sets "
-				   "an option that eachobs %s does not have",
-				   opts_size, sizeof(o), set,
+				   "%s: opts_size %zu exceeds this library's "
+				   "options (%zu bytes) and byte %zu is not "
+				   "zero: the program sets an option that "
+				   "eachobs %s does not have",
+				   fn, opts_size, sizeof(*o), set,
 				   eachobs_version_string());
 	if (rc < 0) {
 		if (itp)
@@ -79,8 +81,28 @@ int eachobs_parallel_sized(eachobs_iter **itp, const eachobs_dataset *data,
 		return rc;
 	}
 	if (opts)
-		memcpy(&o, opts, min_size(opts_size, sizeof(o)));
-	return eachobs__parallel(itp, data, &o);
+		memcpy(o, opts, min_size(opts_size, sizeof(*o)));
+	return 0;
+}
+
+int eachobs_stream_parallel_sized(eachobs_iter **itp, const eachobs_stream *s,
+				  const eachobs_options *opts, size_t opts_size)
+{
+	eachobs_options o;
+	int rc = take_options(itp, opts, opts_size,
+			      "eachobs_stream_parallel_sized", &o);
+
+	return rc < 0 ? rc : eachobs__stream_parallel(itp, s, &o);
+}
+
+int eachobs_parallel_sized(eachobs_iter **itp, const eachobs_dataset *data,
+			   const eachobs_options *opts, size_t opts_size)
+{
+	eachobs_options o;
+	int rc = take_options(itp, opts, opts_size, "eachobs_parallel_sized",
+			      &o);
+
+	return rc < 0 ? rc : eachobs__parallel(itp, data, &o);
 }
 
 int eachobs_get_stats_sized(const eachobs_iter *it, eachobs_stats *st,

@@ -178,6 +178,8 @@ void eachobs__destroy(eachobs_iter *it);
  * never NULL. */
 int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 		      const eachobs_options *o);
+int eachobs__stream_parallel(eachobs_iter **itp, const eachobs_stream *s,
+			     const eachobs_options *o);
 void eachobs__get_stats(const eachobs_iter *it, eachobs_stats *st);
 
 /* What a consumer's take returns, beside 1 (a unit), 0 (the end) and
@@ -231,6 +233,16 @@ struct eachobs__mode {
 	void (*wake)(eachobs_iter *it);
 	/* The most units that waited for the consumer at once (stats). */
 	size_t (*max_waiting)(const eachobs_iter *it);
+	/* Optional, for a mode with a record of its own (streams); NULL:
+	 * the iterator's units, positions and getobs. Consumer: the unit
+	 * in slot is yielded (or skipped), read before its slot may go
+	 * back; eachobs_checkpoint's record; eachobs_length; the message of
+	 * a failure at idx that fn reports (returns code). */
+	void (*yielded)(eachobs_iter *it, const struct eachobs__slot *slot);
+	int (*checkpoint)(eachobs_iter *it, void *buf, size_t *len);
+	size_t (*length)(const eachobs_iter *it);
+	int (*fail_message)(const eachobs_iter *it, int code, const char *fn,
+			    size_t idx);
 };
 
 /* The halt word: no getobs starts for unit u when this is true. */
@@ -242,5 +254,6 @@ static inline bool eachobs__halted_at(const eachobs_iter *it, size_t u)
 extern const struct eachobs__mode eachobs__serial_mode;
 extern const struct eachobs__mode eachobs__unordered_mode;
 extern const struct eachobs__mode eachobs__ordered_mode;
+extern const struct eachobs__mode eachobs__stream_mode;
 
 #endif /* EACHOBS_INTERNAL_H */

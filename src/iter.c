@@ -106,9 +106,11 @@ take_or_stash(eachobs_iter *it, struct eachobs__slot **out)
 		return rc;
 	/* Read before admit: a skipped unit's slot goes back at once. */
 	size_t u = atomic_load_explicit(&(*out)->unit, memory_order_relaxed);
+	if (it->mode->yielded)
+		it->mode->yielded(it, *out);
 	rc = admit(it, *out);
-	if (rc == 1 || rc == SKIPPED) /* skipped counts as yielded */
-		eachobs__yielded_add(&it->done, u);
+	if (!it->mode->yielded && (rc == 1 || rc == SKIPPED))
+		eachobs__yielded_add(&it->done, u); /* skipped counts too */
 	return rc;
 }
 
@@ -156,6 +158,8 @@ static int next_counted(eachobs_iter *it, const struct eachobs__buf **out)
  * next_unit returns. */
 static int next_fail(const eachobs_iter *it, const char *fn, int rc)
 {
+	if (rc == it->err && it->mode->fail_message) /* sticky */
+		return it->mode->fail_message(it, rc, fn, it->err_idx);
 	if (rc == it->err) /* sticky: what a getobs returned */
 		return eachobs__fail_getobs(rc, fn, it->err_idx);
 	if (rc == -EINTR)
@@ -305,6 +309,8 @@ void *eachobs_field_data(const eachobs_iter *it, const void *data, size_t k)
 
 size_t eachobs_length(const eachobs_iter *it)
 {
+	if (it && it->mode->length)
+		return it->mode->length(it);
 	return it ? it->nunits : 0;
 }
 
@@ -317,8 +323,11 @@ int eachobs_checkpoint(eachobs_iter *it, void *buf, size_t *len)
 		return eachobs__fail(-EINVAL, "eachobs_checkpoint: buf is NULL "
 				     "with *len %zu", *len);
 	size_t room = *len;
-	int rc = eachobs__ckpt_write(&it->key, &it->done,
-				     it->resumed ? &it->remap : NULL, buf, len);
+	int rc = it->mode->checkpoint
+			 ? it->mode->checkpoint(it, buf, len)
+			 : eachobs__ckpt_write(&it->key, &it->done,
+					       it->resumed ? &it->remap : NULL,
+					       buf, len);
 	if (rc == -ENOSPC)
 		return eachobs__fail(rc, "eachobs_checkpoint: %zu bytes of room, "
 				     "%zu needed", room, *len);

@@ -59,6 +59,9 @@ static EACHOBS__TLS const struct eachobs__loader *loading;
 static EACHOBS__TLS size_t *loading_len;
 static EACHOBS__TLS size_t *loading_lens;
 static EACHOBS__TLS unsigned char *loading_data;
+/* Whether eachobs_set_length refused a length during the record being
+ * loaded (eachobs__load_record). */
+static EACHOBS__TLS bool loading_refused;
 
 /* What a getobs run saves of an enclosing one's. */
 struct outer {
@@ -98,24 +101,27 @@ bool eachobs_cancelled(void)
 
 int eachobs_set_length(size_t nbytes)
 {
-	if (!loading)
+	if (!loading || !loading_len)
 		return eachobs__fail(-EINVAL,
 				     "eachobs_set_length: not called from "
-				     "inside a getobs that eachobs runs");
-	if (nbytes > loading->layout->size[0])
+				     "inside a getobs (or a stream's next) "
+				     "that eachobs runs");
+	if (nbytes > loading->layout->size[0]) {
+		loading_refused = true;
 		return eachobs__fail(-EINVAL,
 				     "eachobs_set_length: nbytes %zu exceeds "
 				     "%s %zu", nbytes,
 				     loading->layout->n > 1 ? "fields[0]"
 							    : "data->obs_size",
 				     loading->layout->size[0]);
+	}
 	*loading_len = nbytes;
 	return 0;
 }
 
 void *eachobs_field(size_t k)
 {
-	if (!loading || k >= loading->layout->n)
+	if (!loading || !loading_data || k >= loading->layout->n)
 		return NULL;
 	return eachobs__layout_at(loading->layout, loading_data, k,
 				  (size_t)(loading_len - loading_lens));
@@ -525,4 +531,61 @@ int eachobs__help(struct eachobs__loader *ld, unsigned hint, size_t bound,
 		return load_helped(ld, slot, u, e, run, done);
 	}
 	return 0;
+}
+
+int eachobs__load_record(struct eachobs__loader *ld, struct eachobs__buf *b,
+			 size_t e, size_t idx,
+			 int (*next)(void *ctx, void *state, void *obs),
+			 void *state)
+{
+	struct outer outer = enter(ld, b);
+	bool refused = loading_refused;
+	size_t sz = ld->layout->size[0];
+	uint64_t t0 = eachobs__now_ns();
+
+	b->idx[e] = idx;
+	b->len[e] = sz;
+	loading_len = &b->len[e];
+	loading_refused = false;
+	int rc = next(ld->ctx, state, b->data + e * sz);
+	if (rc == 1 && loading_refused)
+		rc = -EMSGSIZE;
+	loading_refused = refused;
+	leave(outer);
+	eachobs__account(t0, eachobs__now_ns(), rc != 0);
+	if (rc > 1)
+		rc = -ERANGE;
+	else if (rc < 0)
+		rc = code_of(rc);
+	b->status[e] = rc < 0 ? rc : 0;
+	return rc;
+}
+
+int eachobs__load_open(struct eachobs__loader *ld,
+		       int (*open)(void *ctx, size_t shard, void **state),
+		       size_t shard, void **state)
+{
+	struct outer o = { loading, loading_len, loading_lens, loading_data };
+
+	loading = ld;
+	loading_len = loading_lens = NULL;
+	loading_data = NULL;
+	*state = NULL;
+	int rc = open(ld->ctx, shard, state);
+	leave(o);
+	return rc < 0 ? code_of(rc) : rc > 0 ? -ERANGE : 0;
+}
+
+int eachobs__load_seek(struct eachobs__loader *ld,
+		       int (*seek)(void *ctx, void *state, size_t record),
+		       void *state, size_t record)
+{
+	struct outer o = { loading, loading_len, loading_lens, loading_data };
+
+	loading = ld;
+	loading_len = loading_lens = NULL;
+	loading_data = NULL;
+	int rc = seek(ld->ctx, state, record);
+	leave(o);
+	return rc < 0 ? code_of(rc) : rc > 0 ? -ERANGE : 0;
 }

@@ -133,4 +133,25 @@ bool eachobs__fill_step(struct eachobs__loader *ld, struct eachobs__slot *slot);
  * load.c): runs then, and no help before opening a unit. */
 bool eachobs__getobs_cheap(const struct eachobs__loader *ld);
 
+/* Streams: entry e of b is the record next(ctx, state, obs) writes, named
+ * idx, run as a getobs is (eachobs_set_length, eachobs_field,
+ * eachobs_cancelled work inside it) and counted in this thread's stats.
+ * Returns 1 (written), 0 (the shard ended) or a code, also kept in the
+ * entry's status: a positive value other than 1 is -ERANGE, -EINTR
+ * -ERESTART, and a record eachobs_set_length refused -EMSGSIZE. The
+ * caller checked the halt word right before. */
+int eachobs__load_record(struct eachobs__loader *ld, struct eachobs__buf *b,
+			 size_t e, size_t idx,
+			 int (*next)(void *ctx, void *state, void *obs),
+			 void *state);
+/* Streams: open(ctx, shard, state) and seek(ctx, state, record), run
+ * where eachobs_cancelled answers for this loader; 0 or a code (a
+ * positive value is -ERANGE, -EINTR -ERESTART). */
+int eachobs__load_open(struct eachobs__loader *ld,
+		       int (*open)(void *ctx, size_t shard, void **state),
+		       size_t shard, void **state);
+int eachobs__load_seek(struct eachobs__loader *ld,
+		       int (*seek)(void *ctx, void *state, size_t record),
+		       void *state, size_t record);
+
 #endif /* EACHOBS_LOAD_H */

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "stream.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -76,7 +77,7 @@ static size_t default_buffersize(const eachobs_options *o, unsigned nthreads,
 }
 
 /* The sizes of one unit's memory, or -EINVAL when they overflow. */
-static int unit_size(const eachobs_dataset *data, const eachobs_options *o,
+static int unit_size(size_t obs_size, const eachobs_options *o,
 		     struct config *cfg)
 {
 	if (o->batchsize > EACHOBS_MAX_BATCHSIZE)
@@ -85,7 +86,7 @@ static int unit_size(const eachobs_dataset *data, const eachobs_options *o,
 				     "(%zu)",
 				     o->batchsize, EACHOBS_MAX_BATCHSIZE);
 	cfg->cap = o->batchsize ? o->batchsize : 1;
-	if (eachobs__layout_init(&cfg->layout, data->obs_size, o->fields,
+	if (eachobs__layout_init(&cfg->layout, obs_size, o->fields,
 				 o->nfields, cfg->cap) < 0)
 		return -EINVAL;
 	cfg->buf_bytes = cfg->layout.bytes;
@@ -122,19 +123,10 @@ static int slots_fail(const struct config *cfg, const eachobs_options *o,
 			     obs_size, o->batchsize, units, cfg->buf_bytes);
 }
 
-/* Everything that can be checked before numobs is called. */
-static int check_args(eachobs_iter **it, const eachobs_dataset *data,
-		      const eachobs_options *o, struct config *cfg)
+/* The options, for units of obs_size bytes. */
+static int check_options(const eachobs_options *o, size_t obs_size,
+			 struct config *cfg)
 {
-	if (!it)
-		return eachobs__fail(-EINVAL, "eachobs_parallel: it is NULL");
-	*it = NULL;
-	if (!data)
-		return eachobs__fail(-EINVAL, "eachobs_parallel: data is NULL");
-	if (!data->numobs)
-		return eachobs__fail(-EINVAL, "data->numobs is NULL");
-	if (!data->getobs)
-		return eachobs__fail(-EINVAL, "data->getobs is NULL");
 	if (!o->resume != !o->resume_len)
 		return eachobs__fail(-EINVAL,
 				     "resume %s with resume_len %zu",
@@ -160,7 +152,7 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 		return eachobs__fail(-EINVAL,
 				     "hold %u exceeds EACHOBS_MAX_SLOTS (%u)",
 				     o->hold, EACHOBS_MAX_SLOTS);
-	if (unit_size(data, o, cfg) < 0)
+	if (unit_size(obs_size, o, cfg) < 0)
 		return -EINVAL;
 	cfg->autotune = o->autotune && o->executor != EACHOBS_SERIAL;
 	cfg->nthreads = o->nthreads ? o->nthreads
@@ -172,7 +164,7 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 							     cfg->buf_bytes);
 	if (o->executor == EACHOBS_SERIAL)
 		return fits(cfg, cfg->consumer) ? 0
-						: slots_fail(cfg, o, data->obs_size,
+						: slots_fail(cfg, o, obs_size,
 							     cfg->consumer);
 	if (o->stack_size && o->stack_size < (size_t)PTHREAD_STACK_MIN)
 		return eachobs__fail(-EINVAL,
@@ -200,10 +192,26 @@ static int check_args(eachobs_iter **it, const eachobs_dataset *data,
 				     "(%u)",
 				     cfg->buffersize, EACHOBS_MAX_SLOTS);
 	if (!fits(cfg, cfg->buffersize + cfg->nthreads + cfg->consumer))
-		return slots_fail(cfg, o, data->obs_size,
+		return slots_fail(cfg, o, obs_size,
 				  cfg->buffersize + cfg->nthreads +
 					  cfg->consumer);
 	return 0;
+}
+
+/* Everything that can be checked before numobs is called. */
+static int check_args(eachobs_iter **it, const eachobs_dataset *data,
+		      const eachobs_options *o, struct config *cfg)
+{
+	if (!it)
+		return eachobs__fail(-EINVAL, "eachobs_parallel: it is NULL");
+	*it = NULL;
+	if (!data)
+		return eachobs__fail(-EINVAL, "eachobs_parallel: data is NULL");
+	if (!data->numobs)
+		return eachobs__fail(-EINVAL, "data->numobs is NULL");
+	if (!data->getobs)
+		return eachobs__fail(-EINVAL, "data->getobs is NULL");
+	return check_options(o, data->obs_size, cfg);
 }
 
 /* Units per task: basesize observations, rounded up to whole units. */
@@ -271,14 +279,17 @@ static int plan_units(eachobs_iter *it, const eachobs_options *o,
 	return 0;
 }
 
-/* Shape the run once the units are known: task size, workers, slots. */
-static unsigned plan(eachobs_iter *it, const eachobs_options *o,
-		     const struct config *cfg)
+/* Ordered with hold, the consumer's items are spares swapped in
+ * (hold.c); streams give each slot back instead. */
+static bool hold_swaps(const eachobs_iter *it)
 {
-	size_t workers;
+	return it->ordered && it->mode == &eachobs__ordered_mode;
+}
 
-	it->basesize = task_units(it, o, cfg->nthreads);
-	it->buffersize = cfg->buffersize;
+/* What every mode's workers and units need. */
+static void plan_threads(eachobs_iter *it, const eachobs_options *o,
+			 const struct config *cfg)
+{
 	it->buf_bytes = cfg->buf_bytes;
 	it->layout = cfg->layout;
 	it->stack_size = o->stack_size ? o->stack_size
@@ -290,6 +301,17 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 	CPU_ZERO(&it->cpus);
 	for (unsigned i = 0; it->pin && i < o->nworker_cpus; i++)
 		CPU_SET(o->worker_cpus[i], &it->cpus);
+}
+
+/* Shape the run once the units are known: task size, workers, slots. */
+static unsigned plan(eachobs_iter *it, const eachobs_options *o,
+		     const struct config *cfg)
+{
+	size_t workers;
+
+	it->basesize = task_units(it, o, cfg->nthreads);
+	it->buffersize = cfg->buffersize;
+	plan_threads(it, o, cfg);
 	if (it->executor == EACHOBS_SERIAL || it->nunits == 0) {
 		it->nslots = cfg->consumer;
 		return 0;
@@ -315,7 +337,7 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 	/* Ordered with hold = K, the consumer's K buffers are spares outside
 	 * the window (hold.c). */
 	it->nslots = cfg->buffersize + workers +
-		     (eachobs__hold_spares(it->ordered, o->hold) ? 0
+		     (eachobs__hold_spares(hold_swaps(it), o->hold) ? 0
 								  : cfg->consumer);
 	return (unsigned)workers;
 }
@@ -336,7 +358,7 @@ static void set_buf(eachobs_iter *it, struct eachobs__buf *b, size_t i,
 static int alloc_slots(eachobs_iter *it, unsigned hold,
 		       const eachobs_allocator *a)
 {
-	size_t nspares = eachobs__hold_spares(it->ordered, hold);
+	size_t nspares = eachobs__hold_spares(hold_swaps(it), hold);
 	size_t nbufs = it->nslots + nspares;
 	int rc;
 
@@ -366,7 +388,7 @@ static int alloc_slots(eachobs_iter *it, unsigned hold,
 	it->mem = it->arena->mem;
 	for (size_t i = 0; i < it->nslots; i++)
 		set_buf(it, &it->slots[i].b, i, nbufs);
-	rc = eachobs__hold_init(&it->hold, hold, it->ordered,
+	rc = eachobs__hold_init(&it->hold, hold, hold_swaps(it),
 			       it->mode->give_back, it, it->arena);
 	for (size_t i = 0; rc == 0 && i < nspares; i++)
 		set_buf(it, &it->hold.spares[i], it->nslots + i, nbufs);
@@ -521,6 +543,83 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 		rc = plan_units(it, o, &cfg);
 	if (rc == 0)
 		rc = start(it, o, plan(it, o, &cfg), cfg.autotune);
+	if (rc < 0) {
+		eachobs__destroy(it);
+		return rc;
+	}
+	*itp = it;
+	return 0;
+}
+
+/* A stream's own arguments, then the options (autotune does not apply:
+ * nthreads threads load). */
+static int check_stream(eachobs_iter **it, const eachobs_stream *s,
+			eachobs_options *o, struct config *cfg)
+{
+	if (!it)
+		return eachobs__fail(-EINVAL,
+				     "eachobs_stream_parallel: it is NULL");
+	*it = NULL;
+	if (!s)
+		return eachobs__fail(-EINVAL, "eachobs_stream_parallel: s is NULL");
+	if (!s->open || !s->next || !s->close)
+		return eachobs__fail(-EINVAL, "s->%s is NULL",
+				     !s->open ? "open" : !s->next ? "next"
+								  : "close");
+	if (s->nshards == 0 || s->nshards > EACHOBS_STREAM_MAX_SHARDS)
+		return eachobs__fail(-EINVAL,
+				     "s->nshards %zu is not in 1 .. "
+				     "EACHOBS_STREAM_MAX_SHARDS (%zu)",
+				     s->nshards, EACHOBS_STREAM_MAX_SHARDS);
+	if (o->shard_count > 1 && o->shard_index >= o->shard_count)
+		return eachobs__fail(-EINVAL,
+				     "shard_index %u is not below shard_count "
+				     "%u",
+				     o->shard_index, o->shard_count);
+	if (o->shuffle_buffer > EACHOBS_MAX_SLOTS)
+		return eachobs__fail(-EINVAL,
+				     "shuffle_buffer %zu exceeds "
+				     "EACHOBS_MAX_SLOTS (%u)",
+				     o->shuffle_buffer, EACHOBS_MAX_SLOTS);
+	o->autotune = false;
+	int rc = check_options(o, s->obs_size, cfg);
+	if (rc == 0 && !o->buffersize)
+		cfg->buffersize += o->shuffle_buffer;
+	return rc;
+}
+
+int eachobs__stream_parallel(eachobs_iter **itp, const eachobs_stream *s,
+			     const eachobs_options *opts)
+{
+	eachobs_options o = *opts;
+	struct config cfg;
+	struct eachobs__stream_plan plan = { 0, 0 };
+	int rc = check_stream(itp, s, &o, &cfg);
+
+	if (rc < 0)
+		return rc;
+	eachobs_iter *it = eachobs__alloc_aligned(sizeof(*it));
+	if (!it)
+		return eachobs__fail(-ENOMEM,
+				     "out of memory for the iterator (%zu bytes)",
+				     sizeof(*it));
+	memset(it, 0, sizeof(*it));
+	eachobs__loader_setup(&it->load);
+	it->data = (eachobs_dataset){ .ctx = s->ctx, .obs_size = s->obs_size };
+	it->executor = o.executor;
+	it->ordered = o.ordered || o.executor == EACHOBS_SERIAL;
+	it->mode = &eachobs__stream_mode;
+	it->skip_errors = o.on_error == EACHOBS_ON_ERROR_SKIP;
+	eachobs__workers_setup(&it->workers, o.pool);
+	rc = eachobs__stream_prepare(it, s, &o, cfg.nthreads, cfg.buffersize,
+				     &plan);
+	if (rc == 0 && !fits(&cfg, plan.nslots))
+		rc = slots_fail(&cfg, &o, s->obs_size, plan.nslots);
+	if (rc == 0) {
+		plan_threads(it, &o, &cfg);
+		it->nslots = plan.nslots;
+		rc = start(it, &o, plan.workers, false);
+	}
 	if (rc < 0) {
 		eachobs__destroy(it);
 		return rc;

@@ -12,6 +12,6 @@ from ._dataloader import DataLoader, HoldError, LoaderError
 from ._eachobs import C_VERSION
 from ._native import FIELD_ADDRESS, NativeDataset, field_pointer
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 __all__ = ["DataLoader", "NativeDataset", "HoldError", "LoaderError",
            "FIELD_ADDRESS", "field_pointer", "C_VERSION"]
