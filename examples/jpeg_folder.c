@@ -149,19 +149,13 @@ static int read_file(const char *path, unsigned char **buf, size_t *len)
 	return *len == (size_t)size ? 0 : -EIO;
 }
 
-int jpeg_read_rgb(const char *path, unsigned char **rgb, int *w, int *h)
+int jpeg_decode_rgb(const unsigned char *jpeg, size_t len, unsigned char **rgb,
+		    int *w, int *h)
 {
-	unsigned char *jpeg = NULL;
-	size_t len;
-	int sub, cs, rc;
-	tjhandle tj = NULL;
+	int sub, cs, rc = -EBADMSG;
+	tjhandle tj = tjInitDecompress();
 
 	*rgb = NULL;
-	rc = read_file(path, &jpeg, &len);
-	if (rc < 0)
-		goto out;
-	rc = -EBADMSG;
-	tj = tjInitDecompress();
 	if (!tj || tjDecompressHeader3(tj, jpeg, len, w, h, &sub, &cs) < 0)
 		goto out;
 	*rgb = malloc((size_t)*w * *h * 3);
@@ -180,6 +174,18 @@ out:
 		free(*rgb);
 		*rgb = NULL;
 	}
+	return rc;
+}
+
+int jpeg_read_rgb(const char *path, unsigned char **rgb, int *w, int *h)
+{
+	unsigned char *jpeg = NULL;
+	size_t len;
+	int rc = read_file(path, &jpeg, &len);
+
+	*rgb = NULL;
+	if (rc == 0)
+		rc = jpeg_decode_rgb(jpeg, len, rgb, w, h);
 	free(jpeg);
 	return rc;
 }

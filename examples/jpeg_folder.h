@@ -36,6 +36,9 @@ void jpeg_folder_free(struct jpeg_folder *f);
  * *rgb (free() it) and its size; or a negative errno value (-EBADMSG: not
  * a JPEG libturbojpeg can decode). Thread-safe. */
 int jpeg_read_rgb(const char *path, unsigned char **rgb, int *w, int *h);
+/* The same for the len bytes of a JPEG in memory. */
+int jpeg_decode_rgb(const unsigned char *jpeg, size_t len, unsigned char **rgb,
+		    int *w, int *h);
 
 /* torchvision's RandomResizedCrop(224) (area 8-100 %, aspect ratio
  * 3/4-4/3, here nearest neighbour) and RandomHorizontalFlip, drawn from a

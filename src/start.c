@@ -611,8 +611,8 @@ int eachobs__stream_parallel(eachobs_iter **itp, const eachobs_stream *s,
 	it->mode = &eachobs__stream_mode;
 	it->skip_errors = o.on_error == EACHOBS_ON_ERROR_SKIP;
 	eachobs__workers_setup(&it->workers, o.pool);
-	rc = eachobs__stream_prepare(it, s, &o, cfg.nthreads, cfg.buffersize,
-				     &plan);
+	rc = eachobs__stream_prepare(it, s, &o, it->ordered, cfg.nthreads,
+				     cfg.buffersize, &plan);
 	if (rc == 0 && !fits(&cfg, plan.nslots))
 		rc = slots_fail(&cfg, &o, s->obs_size, plan.nslots);
 	if (rc == 0) {

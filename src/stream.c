@@ -67,7 +67,7 @@ struct place {
 struct eachobs__stream {
 	eachobs_stream s;
 	struct eachobs__shards shards;
-	bool ordered;
+	bool deterministic; /* ordered: the round-robin over the places */
 	bool helps;       /* the consumer loads when nothing is ready */
 	bool drop_last;
 	unsigned nplaces;
@@ -144,7 +144,7 @@ static struct eachobs__slot *pop(struct eachobs__stream *m, struct place *p)
 
 static unsigned list_of(const struct eachobs__stream *m, const struct place *p)
 {
-	return m->ordered ? (unsigned)(p - m->places) : 0;
+	return m->deterministic ? (unsigned)(p - m->places) : 0;
 }
 
 /* Whether p has records to load (shards left, one open, or a unit
@@ -162,7 +162,7 @@ static bool has_room(const struct eachobs__stream *m, const struct place *p)
 		return true;
 	if (!m->nfree)
 		return false;
-	return m->ordered ? p->nready < m->quota : m->used < m->credits;
+	return m->deterministic ? p->nready < m->quota : m->used < m->credits;
 }
 
 /* Own p, with a unit to fill. */
@@ -187,7 +187,7 @@ static bool can_take(const struct eachobs__stream *m, const struct place *p)
  * ordered: the first the consumer will need. */
 static struct place *pick(struct eachobs__stream *m, unsigned self)
 {
-	if (m->ordered) {
+	if (m->deterministic) {
 		for (unsigned i = 0; i < m->nplaces; i++) {
 			struct place *p = &m->places[(m->shards.cursor + i) %
 						     m->nplaces];
@@ -209,7 +209,7 @@ static struct place *pick(struct eachobs__stream *m, unsigned self)
 /* Whether no place will queue another unit. */
 static bool loading_over(const struct eachobs__stream *m)
 {
-	if (m->ordered)
+	if (m->deterministic)
 		return m->ndone == m->nplaces;
 	if (m->stopped)
 		return true;
@@ -231,7 +231,7 @@ static void give_slot(struct eachobs__stream *m, struct eachobs__slot *slot)
 /* A unit that leaves the loaders' count (taken, dropped): its credit. */
 static void credit_back(struct eachobs__stream *m)
 {
-	if (!m->ordered)
+	if (!m->deterministic)
 		m->used--;
 	atomic_fetch_add_explicit(&m->work_seq, 1, memory_order_release);
 }
@@ -376,11 +376,11 @@ static struct eachobs__slot *settle(struct eachobs__stream *m, struct place *p,
 	if (r == HALT || r == INTR)
 		return NULL;
 	p->partial = NULL;
-	if (r != FULL && m->ordered && !p->done) {
+	if (r != FULL && m->deterministic && !p->done) {
 		p->done = true;
 		m->ndone++;
 	}
-	if (r == FAILED && !m->ordered)
+	if (r == FAILED && !m->deterministic)
 		m->stopped = true;
 	if (r == END && (p->filled == 0 || m->drop_last)) {
 		give_slot(m, slot);
@@ -394,7 +394,7 @@ static struct eachobs__slot *settle(struct eachobs__stream *m, struct place *p,
 		push(m, p, slot);
 	/* A unit that ended with the place's last shard (a failed open
 	 * skipped) leaves nothing for a fill to find the end in. */
-	if (m->ordered && !p->done && !p->state &&
+	if (m->deterministic && !p->done && !p->state &&
 	    !eachobs__shards_left(&m->shards, list_of(m, p))) {
 		p->done = true;
 		m->ndone++;
@@ -461,7 +461,7 @@ static void worker(eachobs_iter *it, unsigned self)
  * whose shards are done and queues empty are passed. */
 static struct eachobs__slot *take_queued(struct eachobs__stream *m)
 {
-	if (m->ordered) {
+	if (m->deterministic) {
 		for (unsigned n = 0; n < m->nplaces; n++) {
 			struct place *p = &m->places[m->shards.cursor];
 			if (!p->nready && !p->done)
@@ -497,7 +497,7 @@ static int help(eachobs_iter *it, struct eachobs__slot **out)
 	struct eachobs__stream *m = M(it);
 	struct place *p;
 
-	if (m->ordered) {
+	if (m->deterministic) {
 		p = &m->places[m->shards.cursor];
 		p = can_take(m, p) ? own(m, p) : NULL;
 	} else {
@@ -513,7 +513,7 @@ static int help(eachobs_iter *it, struct eachobs__slot **out)
 		return -EINTR;
 	if (!slot)
 		return AGAIN;
-	if (m->ordered)
+	if (m->deterministic)
 		m->shards.cursor = (m->shards.cursor + 1) % m->nplaces;
 	*out = slot;
 	return 1;
@@ -580,7 +580,7 @@ static int take_raw(eachobs_iter *it, struct eachobs__slot **out, bool release)
 
 	pthread_mutex_lock(&m->lock);
 	int rc = next_raw(it, out);
-	if (rc == 1 && (release || m->ordered))
+	if (rc == 1 && (release || m->deterministic))
 		credit_back(m);
 	pthread_mutex_unlock(&m->lock);
 	if (rc == 1)
@@ -748,7 +748,7 @@ static int init(eachobs_iter *it, unsigned workers)
 	for (unsigned i = 0; i < m->nplaces; i++) {
 		struct place *p = &m->places[i];
 		p->head = p->tail = NONE;
-		if (m->ordered && !eachobs__shards_left(&m->shards, i)) {
+		if (m->deterministic && !eachobs__shards_left(&m->shards, i)) {
 			p->done = true;
 			m->ndone++;
 		}
@@ -810,7 +810,7 @@ static size_t stream_length(const struct eachobs__stream *m, size_t batchsize)
 {
 	uint64_t total = 0;
 
-	if (!m->s.count || (batchsize && !m->ordered))
+	if (!m->s.count || (batchsize && !m->deterministic))
 		return EACHOBS_LENGTH_UNKNOWN;
 	for (unsigned j = 0; j < m->shards.nlists; j++) {
 		uint64_t left = eachobs__shards_remaining(&m->shards, j,
@@ -833,7 +833,7 @@ static int plan_places(eachobs_iter *it, struct eachobs__stream *m,
 	uint64_t R = rank_shards(m->s.nshards, o);
 	size_t consumer = o->hold ? o->hold : 1;
 
-	if (m->ordered) {
+	if (m->deterministic) {
 		unsigned cycle = o->cycle_length ? o->cycle_length
 						 : EACHOBS_STREAM_CYCLE;
 		m->nplaces = R < cycle ? (R ? (unsigned)R : 1) : cycle;
@@ -865,8 +865,8 @@ static int plan_places(eachobs_iter *it, struct eachobs__stream *m,
 }
 
 int eachobs__stream_prepare(eachobs_iter *it, const eachobs_stream *s,
-			    const eachobs_options *o, unsigned nthreads,
-			    size_t buffersize,
+			    const eachobs_options *o, bool deterministic,
+			    unsigned nthreads, size_t buffersize,
 			    struct eachobs__stream_plan *plan)
 {
 	struct eachobs__stream *m = eachobs__alloc_aligned(sizeof(*m));
@@ -879,7 +879,7 @@ int eachobs__stream_prepare(eachobs_iter *it, const eachobs_stream *s,
 	eachobs__event_init(&m->ev_work);
 	it->ms = m;
 	m->s = *s;
-	m->ordered = it->ordered;
+	m->deterministic = deterministic;
 	m->helps = it->executor != EACHOBS_BACKGROUND;
 	m->drop_last = o->drop_last;
 	m->cap = o->batchsize ? o->batchsize : 1;
@@ -889,9 +889,9 @@ int eachobs__stream_prepare(eachobs_iter *it, const eachobs_stream *s,
 	int rc = plan_places(it, m, o, nthreads, buffersize, plan);
 	if (rc < 0)
 		return rc;
-	unsigned nlists = m->ordered ? m->nplaces : 1;
+	unsigned nlists = m->deterministic ? m->nplaces : 1;
 	if (eachobs__shards_init(&m->shards, s->nshards, o, nlists,
-				 stream_key(s, o, m->ordered, nlists)) < 0)
+				 stream_key(s, o, m->deterministic, nlists)) < 0)
 		return eachobs__fail(-ENOMEM, "out of memory for %u shard "
 				     "lists", nlists);
 	if (o->resume) {

@@ -17,13 +17,14 @@ struct eachobs__stream_plan {
 };
 
 /* Before the slots exist: make it->ms for stream s (copied) with options
- * o, nthreads threads at most and buffersize units (0: the default for
+ * o, the deterministic interleave or not (ordered, SERIAL), nthreads
+ * threads at most and buffersize units (0: the default for
  * them, already resolved); set it->nunits, batchsize, cap and buffersize;
  * take up o->resume. 0 or a negative errno with the message set (the
  * mode's fini frees what was made). */
 int eachobs__stream_prepare(eachobs_iter *it, const eachobs_stream *s,
-			    const eachobs_options *o, unsigned nthreads,
-			    size_t buffersize,
+			    const eachobs_options *o, bool deterministic,
+			    unsigned nthreads, size_t buffersize,
 			    struct eachobs__stream_plan *plan);
 
 extern const struct eachobs__mode eachobs__stream_mode;

@@ -55,7 +55,10 @@ iterator = struct_body(code["internal.h"], "eachobs_iter")
 if iterator is None:
     print("modes: src/internal.h defines no struct eachobs_iter")
     sys.exit(1)
-common_types = member_types(iterator)
+# The base's primitives (base.h: events, per-thread stats) are every
+# mechanism's, no mode's.
+common_types = member_types(iterator) | set(
+    re.findall(r"^struct (eachobs__\w+) \{", code["base.h"], re.M))
 modes = {}
 for name, text in code.items():
     table = re.search(r"^const struct eachobs__mode (eachobs__(\w+)_mode)",

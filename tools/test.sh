@@ -33,7 +33,8 @@ cd "$(dirname "$0")/.."
 # over dpkg's lock.
 tools/deps.sh gcc meson ninja-build pkg-config libck-dev libcriterion-dev \
 	valgrind clang libclang-rt-14-dev libopenmpi-dev openmpi-bin \
-	libturbojpeg0-dev libdlpack-dev libtorch-dev libopenblas0 zlib1g-dev \
+	libturbojpeg0-dev libarchive-dev libdlpack-dev libtorch-dev libopenblas0 \
+	zlib1g-dev \
 	dataset-fashion-mnist python3-dev python3-pip python3-mesonpy \
 	python3-numpy python3-pytest python3-torch python3-numba || exit 1
 
