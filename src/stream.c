@@ -148,7 +148,7 @@ static unsigned list_of(const struct eachobs__stream *m, const struct place *p)
 }
 
 /* Whether p has records to load (shards left, one open, or a unit
- * begun). */
+ * begun); p is not owned (its owner writes state without the lock). */
 static bool has_work(const struct eachobs__stream *m, const struct place *p)
 {
 	return !p->done && (p->state || p->partial ||
@@ -200,7 +200,8 @@ static struct place *pick(struct eachobs__stream *m, unsigned self)
 		return own(m, &m->places[self]);
 	for (unsigned i = 1; i < m->nplaces; i++) {
 		struct place *p = &m->places[(self + i) % m->nplaces];
-		if ((p->state || p->partial) && can_take(m, p))
+		/* owned first: an owner writes state without the lock. */
+		if (!p->owned && (p->state || p->partial) && can_take(m, p))
 			return own(m, p);
 	}
 	return NULL;
