@@ -218,6 +218,13 @@ int main(int argc, char **argv)
 		       "early; every record once.\n");
 		return 0;
 	}
+	for (int i = 1; i < argc; i++)
+		if (strspn(argv[i], "0123456789") != strlen(argv[i]) ||
+		    i > 2) {
+			fprintf(stderr, "usage: stress_stream [ITERATIONS "
+					"[SEED]] (try --help)\n");
+			return 2;
+		}
 	long iterations = argc > 1 ? atol(argv[1]) : 300;
 	uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : 1;
 	eachobs_pool *pool;
