@@ -219,6 +219,13 @@ public:
 	{
 		return o_.autotune_start = v, *this;
 	}
+	/// eachobs_options.cycle_length (streams, ordered).
+	options &cycle_length(unsigned v) { return o_.cycle_length = v, *this; }
+	/// eachobs_options.shuffle_buffer (streams).
+	options &shuffle_buffer(size_t v)
+	{
+		return o_.shuffle_buffer = v, *this;
+	}
 	/// eachobs_options.shuffle.
 	options &shuffle(bool v = true) { return o_.shuffle = v, *this; }
 	/// eachobs_options.seed.

@@ -73,6 +73,25 @@ static const char *errno_text(int e)
 #endif
 }
 
+int eachobs__fail_call(int code, const char *fn, const char *call)
+{
+	const char *desc = code > -4096 ? errno_text(-code) : NULL;
+
+	if (code == -ERESTART)
+		return eachobs__fail(code,
+				     "%s: %s returned -EINTR or -ERESTART: a "
+				     "signal cut a system call short",
+				     fn, call);
+	if (code == -ERANGE)
+		return eachobs__fail(code, "%s: %s returned a value it may not "
+				     "(or -ERANGE)", fn, call);
+	if (desc)
+		return eachobs__fail(code, "%s: %s failed: %s (%d)", fn, call,
+				     desc, code);
+	return eachobs__fail(code, "%s: %s failed with code %d", fn, call,
+			     code);
+}
+
 int eachobs__fail_getobs(int code, const char *fn, size_t idx)
 {
 	const char *desc = code > -4096 ? errno_text(-code) : NULL;

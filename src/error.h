@@ -21,4 +21,8 @@ int eachobs__fail_static(int code, const char *msg) __attribute__((cold));
 int eachobs__fail_getobs(int code, const char *fn, size_t idx)
 	__attribute__((cold));
 
+/* A callback failure that fn reports: call names it ("open(shard 3)"). */
+int eachobs__fail_call(int code, const char *fn, const char *call)
+	__attribute__((cold));
+
 #endif

@@ -41,6 +41,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -688,20 +689,21 @@ static int fail_message(const eachobs_iter *it, int code, const char *fn,
 			size_t idx)
 {
 	size_t shard = EACHOBS_STREAM_SHARD(idx), r = EACHOBS_STREAM_RECORD(idx);
+	char call[64];
 
 	(void)it;
-	if (r == EACHOBS_STREAM_OPEN)
-		return eachobs__fail(code, "%s: open(shard %zu) failed: %s (%d)",
-				     fn, shard, eachobs_strerror(code), code);
 	if (code == -EMSGSIZE)
 		return eachobs__fail(code,
 				     "%s: record %zu of shard %zu is larger "
 				     "than obs_size (eachobs_set_length "
 				     "refused its length)",
 				     fn, r, shard);
-	return eachobs__fail(code, "%s: next(shard %zu, record %zu) failed: "
-			     "%s (%d)", fn, shard, r, eachobs_strerror(code),
-			     code);
+	if (r == EACHOBS_STREAM_OPEN)
+		snprintf(call, sizeof(call), "open(shard %zu)", shard);
+	else
+		snprintf(call, sizeof(call), "next(shard %zu, record %zu)",
+			 shard, r);
+	return eachobs__fail_call(code, fn, call);
 }
 
 /* Failures under STOP reach the consumer in their units (see fill). */
