@@ -561,31 +561,42 @@ int eachobs__load_record(struct eachobs__loader *ld, struct eachobs__buf *b,
 	return rc;
 }
 
-int eachobs__load_open(struct eachobs__loader *ld,
-		       int (*open)(void *ctx, size_t shard, void **state),
-		       size_t shard, void **state)
+/* Around a stream's open or seek: eachobs_cancelled answers for ld, and
+ * there is no record for eachobs_set_length or eachobs_field. */
+static struct outer enter_call(const struct eachobs__loader *ld)
 {
 	struct outer o = { loading, loading_len, loading_lens, loading_data };
 
 	loading = ld;
 	loading_len = loading_lens = NULL;
 	loading_data = NULL;
+	return o;
+}
+
+static int call_code(int rc)
+{
+	return rc < 0 ? code_of(rc) : rc > 0 ? -ERANGE : 0;
+}
+
+int eachobs__load_open(struct eachobs__loader *ld,
+		       int (*open)(void *ctx, size_t shard, void **state),
+		       size_t shard, void **state)
+{
+	struct outer o = enter_call(ld);
+
 	*state = NULL;
 	int rc = open(ld->ctx, shard, state);
 	leave(o);
-	return rc < 0 ? code_of(rc) : rc > 0 ? -ERANGE : 0;
+	return call_code(rc);
 }
 
 int eachobs__load_seek(struct eachobs__loader *ld,
 		       int (*seek)(void *ctx, void *state, size_t record),
 		       void *state, size_t record)
 {
-	struct outer o = { loading, loading_len, loading_lens, loading_data };
-
-	loading = ld;
-	loading_len = loading_lens = NULL;
-	loading_data = NULL;
+	struct outer o = enter_call(ld);
 	int rc = seek(ld->ctx, state, record);
+
 	leave(o);
-	return rc < 0 ? code_of(rc) : rc > 0 ? -ERANGE : 0;
+	return call_code(rc);
 }

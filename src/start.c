@@ -513,6 +513,22 @@ static int start(eachobs_iter *it, const eachobs_options *o,
 	return rc;
 }
 
+/* A zeroed iterator that eachobs__destroy can destroy, or NULL with the
+ * message set. */
+static eachobs_iter *new_iterator(void)
+{
+	eachobs_iter *it = eachobs__alloc_aligned(sizeof(*it));
+
+	if (!it) {
+		eachobs__fail(-ENOMEM, "out of memory for the iterator (%zu "
+			      "bytes)", sizeof(*it));
+		return NULL;
+	}
+	memset(it, 0, sizeof(*it));
+	eachobs__loader_setup(&it->load);
+	return it;
+}
+
 int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 		      const eachobs_options *o)
 {
@@ -521,14 +537,9 @@ int eachobs__parallel(eachobs_iter **itp, const eachobs_dataset *data,
 
 	if (rc < 0)
 		return rc;
-	eachobs_iter *it = eachobs__alloc_aligned(sizeof(*it));
+	eachobs_iter *it = new_iterator();
 	if (!it)
-		return eachobs__fail(-ENOMEM,
-				     "out of memory for the iterator (%zu bytes)",
-				     sizeof(*it));
-	memset(it, 0, sizeof(*it));
-	/* Before anything can fail: eachobs__destroy destroys it. */
-	eachobs__loader_setup(&it->load);
+		return -ENOMEM;
 	it->data = *data;
 	it->executor = o->executor;
 	it->ordered = o->ordered && o->executor != EACHOBS_SERIAL;
@@ -598,13 +609,9 @@ int eachobs__stream_parallel(eachobs_iter **itp, const eachobs_stream *s,
 
 	if (rc < 0)
 		return rc;
-	eachobs_iter *it = eachobs__alloc_aligned(sizeof(*it));
+	eachobs_iter *it = new_iterator();
 	if (!it)
-		return eachobs__fail(-ENOMEM,
-				     "out of memory for the iterator (%zu bytes)",
-				     sizeof(*it));
-	memset(it, 0, sizeof(*it));
-	eachobs__loader_setup(&it->load);
+		return -ENOMEM;
 	it->data = (eachobs_dataset){ .ctx = s->ctx, .obs_size = s->obs_size };
 	it->executor = o.executor;
 	it->ordered = o.ordered || o.executor == EACHOBS_SERIAL;

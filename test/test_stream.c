@@ -877,13 +877,10 @@ static void failing_case(struct ts *t, eachobs_options *o, int want_rc,
 	run_free(&r);
 }
 
-Test(stream, a_failed_open_stops_or_skips_the_shard_named)
+/* Every executor x ordered x batched or not: STOP ends with code at idx
+ * and msg in the message, SKIP counts one failure at idx. */
+static void failing_matrix(struct ts *t, int code, size_t idx, const char *msg)
 {
-	struct ts t;
-
-	ts_init(&t, 6, 18);
-	t.counts[2] = 5;
-	t.fail_open = 2;
 	for (int ex = 0; ex < 3; ex++)
 		for (int ord = 0; ord < 2; ord++)
 			for (size_t b = 0; b <= 3; b += 3) {
@@ -891,14 +888,21 @@ Test(stream, a_failed_open_stops_or_skips_the_shard_named)
 						      .ordered = ord,
 						      .batchsize = b,
 						      .nthreads = 2 };
-				failing_case(&t, &o, -ENOENT,
-					     EACHOBS_STREAM_IDX(2, EACHOBS_STREAM_OPEN),
-					     "open(shard 2) failed");
+				failing_case(t, &o, code, idx, msg);
 				o.on_error = EACHOBS_ON_ERROR_SKIP;
-				failing_case(&t, &o, 0,
-					     EACHOBS_STREAM_IDX(2, EACHOBS_STREAM_OPEN),
-					     "");
+				failing_case(t, &o, 0, idx, "");
 			}
+}
+
+Test(stream, a_failed_open_stops_or_skips_the_shard_named)
+{
+	struct ts t;
+
+	ts_init(&t, 6, 18);
+	t.counts[2] = 5;
+	t.fail_open = 2;
+	failing_matrix(&t, -ENOENT, EACHOBS_STREAM_IDX(2, EACHOBS_STREAM_OPEN),
+		       "open(shard 2) failed");
 }
 
 Test(stream, a_failed_next_stops_or_skips_the_record_named)
@@ -910,20 +914,8 @@ Test(stream, a_failed_next_stops_or_skips_the_record_named)
 	t.fail_shard = 4;
 	t.fail_rec = 5;
 	t.fail_code = -EIO;
-	for (int ex = 0; ex < 3; ex++)
-		for (int ord = 0; ord < 2; ord++)
-			for (size_t b = 0; b <= 3; b += 3) {
-				eachobs_options o = { .executor = executors[ex],
-						      .ordered = ord,
-						      .batchsize = b,
-						      .nthreads = 2 };
-				failing_case(&t, &o, -EIO,
-					     EACHOBS_STREAM_IDX(4, 5),
-					     "next(shard 4, record 5) failed");
-				o.on_error = EACHOBS_ON_ERROR_SKIP;
-				failing_case(&t, &o, 0, EACHOBS_STREAM_IDX(4, 5),
-					     "");
-			}
+	failing_matrix(&t, -EIO, EACHOBS_STREAM_IDX(4, 5),
+		       "next(shard 4, record 5) failed");
 }
 
 Test(stream, a_record_larger_than_its_slot_fails_with_emsgsize)
