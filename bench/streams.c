@@ -148,6 +148,40 @@ static double run_stream(const struct cfg *c, bool ordered,
 	return n / secs;
 }
 
+/* What eachobs_checkpoint costs on a stream of 10,000 shards of 40
+ * records, 16 threads and a shuffle buffer of 64, 1000 units in: the
+ * median of 1000 calls, and the bytes. */
+static void time_checkpoint(void)
+{
+	struct cfg c = { 10000, 40, 16, 0, 1, false };
+	eachobs_stream s = { .ctx = &c, .nshards = c.shards,
+			     .obs_size = sizeof(unsigned), .open = s_open,
+			     .next = s_next, .close = s_close };
+	eachobs_options o = { .nthreads = 16, .shuffle = true,
+			      .shuffle_buffer = 64, .buffersize = 64 + 16 };
+	eachobs_iter *it;
+	unsigned char buf[8192];
+	uint64_t ns[1000];
+	size_t len = 0;
+
+	if (eachobs_stream_parallel(&it, &s, &o) < 0)
+		die("eachobs_stream_parallel: %s", eachobs_last_error());
+	for (int k = 0; k < 1000; k++)
+		if (eachobs_next(it, NULL, NULL) != 1)
+			die("the stream ended early");
+	for (int k = 0; k < 1000; k++) {
+		len = sizeof(buf);
+		uint64_t t0 = now_ns();
+		if (eachobs_checkpoint(it, buf, &len) < 0)
+			die("eachobs_checkpoint: %s", eachobs_last_error());
+		ns[k] = now_ns() - t0;
+	}
+	eachobs_close(it);
+	printf("checkpoint, 10,000 shards, 16 threads, shuffle buffer 64: "
+	       "%zu bytes, %.1f us (median of 1000)\n",
+	       len, median_u64(ns, 1000) / 1e3);
+}
+
 static void usage(FILE *f, const char *prog)
 {
 	fprintf(f,
@@ -206,5 +240,6 @@ int main(int argc, char **argv)
 	printf("%-28s %12.0f records/s  %.3f of bare  cpu %.3f s/epoch\n",
 	       "stream, ordered (cycle = P)", o, o / b,
 	       median_double(cpu_ord, c.rounds));
+	time_checkpoint();
 	return 0;
 }
