@@ -1054,3 +1054,69 @@ Test(stream, loads_at_most_buffersize_units_ahead_of_the_consumer)
 	run_free(&r);
 				}
 }
+
+/* ---- the allocator and DLPack --------------------------------------- */
+
+struct counting {
+	atomic_long allocs, frees;
+};
+
+static void *c_alloc(void *ctx, size_t size, size_t align)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, align, size))
+		return NULL;
+	atomic_fetch_add(&((struct counting *)ctx)->allocs, 1);
+	return p;
+}
+
+static void c_free(void *ctx, void *p, size_t size)
+{
+	(void)size;
+	atomic_fetch_add(&((struct counting *)ctx)->frees, 1);
+	free(p);
+}
+
+#if __has_include(<dlpack/dlpack.h>)
+#include "eachobs_dlpack.h"
+
+Test(stream, tensors_of_stream_records_outlive_close_and_memory_comes_back)
+{
+	struct ts t;
+	struct counting c = { 0 };
+	eachobs_allocator a = { c_alloc, c_free, &c };
+
+	ts_init(&t, 7, 24);
+	for (int ord = 0; ord < 2; ord++) {
+		eachobs_options o = { .ordered = ord, .hold = 2, .nthreads = 2,
+				      .allocator = &a };
+		eachobs_iter *it;
+		DLManagedTensor *tensor[2];
+		const void *obs;
+		size_t idx[2];
+		int64_t shape[1] = { 2 };
+		DLDataType u64 = { kDLUInt, 64, 1 };
+		cr_assert_eq(start(&it, &t, &o), 0);
+		for (int k = 0; k < 2; k++) {
+			cr_assert_eq(eachobs_next(it, &obs, &idx[k]), 1);
+			cr_assert_eq(eachobs_dlpack(it, obs, u64, 1, shape,
+						    &tensor[k]), 0, "%s",
+				     eachobs_last_error());
+		}
+		finish(it, &t);
+		for (int k = 0; k < 2; k++) {
+			const uint64_t *v = tensor[k]->dl_tensor.data;
+			cr_assert_eq(v[0], EACHOBS_STREAM_SHARD(idx[k]));
+			cr_assert_eq(v[1], EACHOBS_STREAM_RECORD(idx[k]));
+			cr_assert_neq(atomic_load(&c.allocs),
+				      atomic_load(&c.frees),
+				      "a tensor keeps the memory");
+			tensor[k]->deleter(tensor[k]);
+		}
+		cr_assert_eq(atomic_load(&c.allocs), atomic_load(&c.frees));
+		cr_assert_gt(atomic_load(&c.allocs), 0);
+		expect_clean(&t, "tensors");
+	}
+}
+#endif
