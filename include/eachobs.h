@@ -277,12 +277,13 @@ typedef struct eachobs_options {
 	 *  autotuned iterator on pool ended with, else the CPUs. Passing the
 	 *  previous epoch's eachobs_stats.nloading starts where it ended. */
 	unsigned autotune_start;
-	/** Streams (eachobs_stream_parallel(), since 0.5; 0: what 0.4 did
-	 *  elsewhere, where it is ignored): ordered, the open shards the
+	/** Streams only (eachobs_stream_parallel(), since 0.5;
+	 *  eachobs_parallel() ignores it): ordered, the open shards the
 	 *  deterministic interleave cycles over, and so the most threads
 	 *  that load at once; 0: EACHOBS_STREAM_CYCLE. */
 	unsigned cycle_length;
-	/** Streams: the shuffle buffer, in units (0: none): the consumer
+	/** Streams only (eachobs_parallel() ignores it): the shuffle
+	 *  buffer, in units (0: none): the consumer
 	 *  yields a pseudo-random one of the next shuffle_buffer loaded
 	 *  units instead of the oldest (see eachobs_stream.h). */
 	size_t shuffle_buffer;

@@ -57,7 +57,8 @@
  * (buffersize - S) / C) + S + max(1, hold); SERIAL the same with one unit
  * per place. At most buffersize units are loaded or being loaded ahead of
  * the consumer (ordered: per place, its share; unordered, the shuffle
- * buffer's S count among them).
+ * buffer's S count among them). buffersize 0: the default for nthreads
+ * (eachobs_options.buffersize) plus S.
  *
  * Options that do not apply to a stream, ignored: indices, nindices,
  * basesize, oversubscription, autotune and autotune_start (nthreads
