@@ -31,26 +31,14 @@ BATCH = 32
 
 def peer(shard_dir, threads, epochs):
     import io
-    import math
     import torch
     from PIL import Image
+    # The folder peer's crop, drawn as torchvision draws it.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from imagefolder_torch import MEAN, STD, random_resized_crop
 
-    mean = torch.tensor((0.485, 0.456, 0.406)).view(3, 1, 1)
-    std = torch.tensor((0.229, 0.224, 0.225)).view(3, 1, 1)
-
-    def crop(w, h):
-        area = w * h
-        for _ in range(10):
-            target = area * torch.empty(1).uniform_(0.08, 1.0).item()
-            aspect = math.exp(torch.empty(1).uniform_(
-                math.log(3 / 4), math.log(4 / 3)).item())
-            cw = int(round(math.sqrt(target * aspect)))
-            ch = int(round(math.sqrt(target / aspect)))
-            if 0 < cw <= w and 0 < ch <= h:
-                return (torch.randint(0, w - cw + 1, (1,)).item(),
-                        torch.randint(0, h - ch + 1, (1,)).item(), cw, ch)
-        s = min(w, h)
-        return (w - s) // 2, (h - s) // 2, s, s
+    mean = torch.tensor(MEAN).view(3, 1, 1)
+    std = torch.tensor(STD).view(3, 1, 1)
 
     class Shards(torch.utils.data.IterableDataset):
         def __init__(self, paths):
@@ -75,7 +63,7 @@ def peer(shard_dir, threads, epochs):
 
         def decode(self, s):
             img = Image.open(io.BytesIO(s["jpg"])).convert("RGB")
-            x0, y0, cw, ch = crop(*img.size)
+            x0, y0, cw, ch = random_resized_crop(*img.size)
             img = img.resize((SIDE, SIDE), Image.NEAREST,
                              box=(x0, y0, x0 + cw, y0 + ch))
             if torch.rand(1).item() < 0.5:
