@@ -60,6 +60,12 @@
  * buffer's S count among them). buffersize 0: the default for nthreads
  * (eachobs_options.buffersize) plus S.
  *
+ * Checkpoints: eachobs_checkpoint() on a stream records, per place list,
+ * the shards handed out and, per shard in flight, the records yielded
+ * (records loaded but not yielded are read again on resume); its size
+ * grows with the places and the shards and units in flight, not with the
+ * shards or records of the epoch.
+ *
  * Options that do not apply to a stream, ignored: indices, nindices,
  * basesize, oversubscription, autotune and autotune_start (nthreads
  * threads load). Errors under on_error = SKIP: a record whose next()
