@@ -21,6 +21,22 @@
 #define MAGIC "eachstrm"
 enum { VERSION = 1 };
 
+/* This rank's place among shard_count: its first position, and the
+ * stride. */
+static void rank_of(const eachobs_options *o, uint64_t *index, uint64_t *count)
+{
+	*count = o->shard_count > 1 ? o->shard_count : 1;
+	*index = *count > 1 ? o->shard_index : 0;
+}
+
+uint64_t eachobs__shards_of_rank(size_t nshards, const eachobs_options *o)
+{
+	uint64_t index, count;
+
+	rank_of(o, &index, &count);
+	return nshards > index ? (nshards - index + count - 1) / count : 0;
+}
+
 int eachobs__shards_init(struct eachobs__shards *s, size_t nshards,
 			 const eachobs_options *o, unsigned nlists,
 			 uint64_t key)
@@ -28,15 +44,11 @@ int eachobs__shards_init(struct eachobs__shards *s, size_t nshards,
 	eachobs_options order = { .shuffle = o->shuffle,
 				  .seed = o->seed,
 				  .epoch = o->epoch };
-	uint64_t count = o->shard_count > 1 ? o->shard_count : 1;
-	uint64_t index = count > 1 ? o->shard_index : 0;
 
 	memset(s, 0, sizeof(*s));
 	eachobs__sampler_init(&s->order, nshards, &order);
-	s->rank_offset = index;
-	s->rank_stride = count;
-	s->rank_len = nshards > index ? (nshards - index + count - 1) / count
-				      : 0;
+	rank_of(o, &s->rank_offset, &s->rank_stride);
+	s->rank_len = eachobs__shards_of_rank(nshards, o);
 	s->key = key;
 	s->nlists = nlists;
 	s->lists = calloc(nlists, sizeof(*s->lists));

@@ -79,6 +79,9 @@ int eachobs__shards_init(struct eachobs__shards *s, size_t nshards,
 			 const eachobs_options *o, unsigned nlists,
 			 uint64_t key);
 void eachobs__shards_fini(struct eachobs__shards *s);
+/* The shards rank shard_index of shard_count reads, of nshards (before
+ * init: the caller sizes the lists by it). */
+uint64_t eachobs__shards_of_rank(size_t nshards, const eachobs_options *o);
 /* This rank's shards. */
 static inline uint64_t eachobs__shards_rank_len(const struct eachobs__shards *s)
 {

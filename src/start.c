@@ -582,11 +582,13 @@ static int check_stream(eachobs_iter **it, const eachobs_stream *s,
 				     "s->nshards %zu is not in 1 .. "
 				     "EACHOBS_STREAM_MAX_SHARDS (%zu)",
 				     s->nshards, EACHOBS_STREAM_MAX_SHARDS);
-	if (o->shard_count > 1 && o->shard_index >= o->shard_count)
-		return eachobs__fail(-EINVAL,
-				     "shard_index %u is not below shard_count "
-				     "%u",
-				     o->shard_index, o->shard_count);
+	/* The sampler's own check of shard_index (a stream has no
+	 * indices: those options are ignored). */
+	struct eachobs__sampler order;
+	eachobs_options ranks = { .shard_index = o->shard_index,
+				  .shard_count = o->shard_count };
+	if (eachobs__sampler_init(&order, s->nshards, &ranks) < 0)
+		return -EINVAL;
 	if (o->shuffle_buffer > EACHOBS_MAX_SLOTS)
 		return eachobs__fail(-EINVAL,
 				     "shuffle_buffer %zu exceeds "

@@ -378,7 +378,9 @@ static struct eachobs__slot *settle(struct eachobs__stream *m, struct place *p,
 	if (r == HALT || r == INTR)
 		return NULL;
 	p->partial = NULL;
-	if (r != FULL && m->deterministic && !p->done) {
+	/* Ordered, a failure under STOP ends the place (its other shards
+	 * are never read); an end is found below. */
+	if (r == FAILED && m->deterministic) {
 		p->done = true;
 		m->ndone++;
 	}
@@ -394,8 +396,9 @@ static struct eachobs__slot *settle(struct eachobs__stream *m, struct place *p,
 				      memory_order_relaxed);
 	if (slot && !direct)
 		push(m, p, slot);
-	/* A unit that ended with the place's last shard (a failed open
-	 * skipped) leaves nothing for a fill to find the end in. */
+	/* Ordered, a place whose shards are all read is done: at the end
+	 * of a fill, or after a unit that ended with its last shard (a
+	 * failed open skipped), which leaves no fill to find the end. */
 	if (m->deterministic && !p->done && !p->state &&
 	    !eachobs__shards_left(&m->shards, list_of(m, p))) {
 		p->done = true;
@@ -407,17 +410,18 @@ static struct eachobs__slot *settle(struct eachobs__stream *m, struct place *p,
 
 /* ---- the workers ----------------------------------------------------- */
 
-struct work_wait {
+/* A sleeper's condition: the sequence number it read under the lock. */
+struct seq_wait {
 	const eachobs_iter *it;
+	const _Atomic uint32_t *word;
 	uint32_t seq;
 };
 
-static bool work_seq_moved(const void *arg)
+static bool seq_moved(const void *arg)
 {
-	const struct work_wait *w = arg;
+	const struct seq_wait *w = arg;
 
-	return atomic_load_explicit(&M(w->it)->work_seq,
-				    memory_order_acquire) != w->seq ||
+	return atomic_load_explicit(w->word, memory_order_acquire) != w->seq ||
 	       halted(w->it);
 }
 
@@ -431,12 +435,13 @@ static void worker(eachobs_iter *it, unsigned self)
 		if (!p) {
 			if (loading_over(m))
 				break;
-			struct work_wait w = {
-				it, atomic_load_explicit(&m->work_seq,
-							 memory_order_relaxed)
+			struct seq_wait w = {
+				it, &m->work_seq,
+				atomic_load_explicit(&m->work_seq,
+						     memory_order_relaxed)
 			};
 			pthread_mutex_unlock(&m->lock);
-			eachobs__event_wait_timed(&m->ev_work, work_seq_moved,
+			eachobs__event_wait_timed(&m->ev_work, seq_moved,
 						  &w, EACHOBS__LOADER_SPINS);
 			pthread_mutex_lock(&m->lock);
 			continue;
@@ -521,25 +526,18 @@ static int help(eachobs_iter *it, struct eachobs__slot **out)
 	return 1;
 }
 
-struct ready_wait {
-	const eachobs_iter *it;
-	uint32_t seq;
-};
-
 static bool ready_moved(const void *arg)
 {
-	const struct ready_wait *w = arg;
+	const struct seq_wait *w = arg;
 
-	return atomic_load_explicit(&M(w->it)->ready_seq,
-				    memory_order_acquire) != w->seq ||
-	       eachobs__interrupted(w->it) || halted(w->it);
+	return seq_moved(arg) || eachobs__interrupted(w->it);
 }
 
 /* Sleep until ready_seq moves from seq (read under the lock), an
  * interrupt or close. */
 static void wait_ready(eachobs_iter *it, uint32_t seq)
 {
-	struct ready_wait w = { it, seq };
+	struct seq_wait w = { it, &M(it)->ready_seq, seq };
 	uint64_t t0 = eachobs__now_ns();
 
 	eachobs__idle_begin(&it->cstats, t0);
@@ -800,14 +798,6 @@ static uint64_t stream_key(const eachobs_stream *s, const eachobs_options *o,
 	return eachobs__fnv(EACHOBS__FNV_BASIS, v, sizeof(v));
 }
 
-static uint64_t rank_shards(size_t nshards, const eachobs_options *o)
-{
-	uint64_t count = o->shard_count > 1 ? o->shard_count : 1;
-	uint64_t index = count > 1 ? o->shard_index : 0;
-
-	return nshards > index ? (nshards - index + count - 1) / count : 0;
-}
-
 /* eachobs_length: the units left when every count is known. */
 static size_t stream_length(const struct eachobs__stream *m, size_t batchsize)
 {
@@ -833,7 +823,7 @@ static int plan_places(eachobs_iter *it, struct eachobs__stream *m,
 		       const eachobs_options *o, unsigned nthreads,
 		       size_t buffersize, struct eachobs__stream_plan *plan)
 {
-	uint64_t R = rank_shards(m->s.nshards, o);
+	uint64_t R = eachobs__shards_of_rank(m->s.nshards, o);
 	size_t consumer = o->hold ? o->hold : 1;
 
 	if (m->deterministic) {
