@@ -57,6 +57,18 @@ def random_resized_crop(w, h, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
     return (w - side) // 2, (h - side) // 2, side, side
 
 
+def augment(img, resample, mean, std):
+    """RandomResizedCrop, RandomHorizontalFlip, ToTensor and Normalize of
+    an RGB PIL image, with PIL and torch."""
+    x0, y0, cw, ch = random_resized_crop(*img.size)
+    img = img.resize((SIDE, SIDE), resample, box=(x0, y0, x0 + cw, y0 + ch))
+    if torch.rand(1).item() < 0.5:
+        img = img.transpose(Image.FLIP_LEFT_RIGHT)
+    x = torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8)
+    x = x.view(SIDE, SIDE, 3).permute(2, 0, 1).float().div(255)
+    return (x - mean) / std
+
+
 class PlainImageFolder(torch.utils.data.Dataset):
     """ImageFolder and its transforms, for when torchvision is missing."""
 
@@ -79,14 +91,7 @@ class PlainImageFolder(torch.utils.data.Dataset):
         path, label = self.samples[i]
         with open(path, "rb") as f:
             img = Image.open(f).convert("RGB")
-        x0, y0, cw, ch = random_resized_crop(*img.size)
-        img = img.resize((SIDE, SIDE), self.resample,
-                         box=(x0, y0, x0 + cw, y0 + ch))
-        if torch.rand(1).item() < 0.5:
-            img = img.transpose(Image.FLIP_LEFT_RIGHT)
-        x = torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8)
-        x = x.view(SIDE, SIDE, 3).permute(2, 0, 1).float().div(255)
-        return (x - self.mean) / self.std, label
+        return augment(img, self.resample, self.mean, self.std), label
 
 
 def make_dataset(folder, interpolation):

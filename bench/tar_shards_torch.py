@@ -25,7 +25,6 @@ import tarfile
 import tempfile
 import time
 
-SIDE = 224
 BATCH = 32
 
 
@@ -33,9 +32,9 @@ def peer(shard_dir, threads, epochs):
     import io
     import torch
     from PIL import Image
-    # The folder peer's crop, drawn as torchvision draws it.
+    # The folder peer's transforms, the crop drawn as torchvision does.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from imagefolder_torch import MEAN, STD, random_resized_crop
+    from imagefolder_torch import MEAN, STD, augment
 
     mean = torch.tensor(MEAN).view(3, 1, 1)
     std = torch.tensor(STD).view(3, 1, 1)
@@ -63,14 +62,7 @@ def peer(shard_dir, threads, epochs):
 
         def decode(self, s):
             img = Image.open(io.BytesIO(s["jpg"])).convert("RGB")
-            x0, y0, cw, ch = random_resized_crop(*img.size)
-            img = img.resize((SIDE, SIDE), Image.NEAREST,
-                             box=(x0, y0, x0 + cw, y0 + ch))
-            if torch.rand(1).item() < 0.5:
-                img = img.transpose(Image.FLIP_LEFT_RIGHT)
-            x = torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8)
-            x = x.view(SIDE, SIDE, 3).permute(2, 0, 1).float().div(255)
-            return (x - mean) / std, int(s["cls"])
+            return augment(img, Image.NEAREST, mean, std), int(s["cls"])
 
     paths = sorted(os.path.join(shard_dir, p) for p in os.listdir(shard_dir)
                    if p.endswith(".tar"))
@@ -84,6 +76,9 @@ def peer(shard_dir, threads, epochs):
 
 
 def make_shards(folder, out, nshards):
+    """Samples KEY.jpg + KEY.cls of the JPEGs of folder (one sub-folder
+    per class), keys numbered in folder order, dealt to nshards tar files
+    in runs; returns {key: label}."""
     classes = sorted(d for d in os.listdir(folder)
                      if os.path.isdir(os.path.join(folder, d)))
     files = [(i, os.path.join(folder, c, f)) for i, c in enumerate(classes)
@@ -91,16 +86,18 @@ def make_shards(folder, out, nshards):
              if f.lower().endswith((".jpg", ".jpeg"))]
     per = (len(files) + nshards - 1) // nshards
     cls = os.path.join(out, "cls.tmp")
+    labels = {}
     for s in range(nshards):
         with tarfile.open(os.path.join(out, f"shard-{s:04d}.tar"), "w") as t:
             for key in range(s * per, min(len(files), (s + 1) * per)):
                 label, path = files[key]
+                labels[key] = label
                 t.add(path, arcname=f"{key:06d}.jpg")
                 with open(cls, "w") as f:
                     f.write(str(label))
                 t.add(cls, arcname=f"{key:06d}.cls")
     os.unlink(cls)
-    return len(files)
+    return labels
 
 
 def timed(cmd):
@@ -143,7 +140,7 @@ def main(args):
         rest = rest[2:]
     t, e = str(opts["--threads"]), str(opts["--epochs"])
     with tempfile.TemporaryDirectory() as d:
-        n = make_shards(folder, d, opts["--shards"]) * opts["--epochs"]
+        n = len(make_shards(folder, d, opts["--shards"])) * opts["--epochs"]
         runs = {
             "eachobs stream, tar shards": [tar_ex, d, "--epochs", e,
                                            "--threads", t],

@@ -13,9 +13,13 @@ import random
 import signal
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
+
+# The shards are made as the benchmark makes them (bench/, beside test/).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "bench"))
+from tar_shards_torch import make_shards  # noqa: E402
 
 args = sys.argv[1:]
 if args[:1] in (["-h"], ["--help"]):
@@ -45,30 +49,6 @@ def fail(msg):
     sys.exit(1)
 
 
-def make_shards(out):
-    """Samples KEY.jpg + KEY.cls, keys numbered in folder order, dealt to
-    nshards tar files in runs; returns {key: label}."""
-    classes = sorted(d for d in os.listdir(folder)
-                     if os.path.isdir(os.path.join(folder, d)))
-    files = [(c, os.path.join(folder, c, f)) for c in classes
-             for f in sorted(os.listdir(os.path.join(folder, c)))
-             if f.lower().endswith((".jpg", ".jpeg"))]
-    labels = {}
-    per = (len(files) + nshards - 1) // nshards
-    for s in range(nshards):
-        with tarfile.open(os.path.join(out, f"shard-{s:04d}.tar"), "w") as t:
-            for key in range(s * per, min(len(files), (s + 1) * per)):
-                c, path = files[key]
-                labels[key] = classes.index(c)
-                t.add(path, arcname=f"{key:06d}.jpg")
-                cls = os.path.join(out, "cls.tmp")
-                with open(cls, "w") as f:
-                    f.write(str(labels[key]))
-                t.add(cls, arcname=f"{key:06d}.cls")
-    os.unlink(os.path.join(out, "cls.tmp"))
-    return labels
-
-
 def run(shard_dir, keys, *extra):
     r = subprocess.run([prog, shard_dir, "--keys", keys, "--batch", "8",
                         "--shuffle-buffer", "16", *extra],
@@ -90,7 +70,7 @@ def expect_once(got, want, what):
 with tempfile.TemporaryDirectory() as d:
     shards = os.path.join(d, "shards")
     os.mkdir(shards)
-    labels = make_shards(shards)
+    labels = make_shards(folder, shards, nshards)
     keys = os.path.join(d, "keys")
     got, out = run(shards, keys, "--threads", "2")
     expect_once(got, labels, "one epoch")
