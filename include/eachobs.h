@@ -269,7 +269,9 @@ typedef struct eachobs_options {
 	 *  throughput rises (for a getobs that computes, past the CPUs only
 	 *  while it clearly does); one that does not gets the fewest that keep
 	 *  it fed. Threads are started when first needed; those not loading
-	 *  sleep. Ordered, a claim takes buffersize / (2 * loading) positions.
+	 *  sleep. It also sets how many loaded units may wait for the
+	 *  consumer (eachobs_stats.buffer_depth, at most buffersize).
+	 *  Ordered, a claim takes buffer_depth / (2 * loading) positions.
 	 *  What is yielded is unchanged; eachobs_stats says what it chose and
 	 *  why. */
 	bool autotune;
@@ -562,8 +564,13 @@ typedef struct eachobs_stats {
 	unsigned max_loading; /**< most threads that loaded at once */
 	/** An eachobs_tune_reason: why nloading threads load. */
 	unsigned tune_reason;
-	/** Loaded units that may wait for the consumer: the buffersize in use. */
+	/** Loaded units that may wait for the consumer now: buffersize, or
+	 *  under autotune the depth it chose, 4 units a thread loading (2
+	 *  batched; at least 16, or 2), deeper where loaders waited for room
+	 *  while the consumer waited, at most buffersize. */
 	size_t buffer_depth;
+	/** The buffersize in force: the option, or its default (since 0.5). */
+	size_t buffersize;
 } eachobs_stats;
 
 /** Why autotune lets as many threads load as it does. */
@@ -580,6 +587,10 @@ typedef enum eachobs_tune_reason {
 	/** The consumer waits with nthreads loading: a larger bound may
 	 *  help, unless getobs computes. */
 	EACHOBS_TUNE_AT_BOUND,
+	/** The consumer waits while loaders wait for room, with the depth at
+	 *  buffersize (ordered: a slow unit holds the window): a larger
+	 *  buffersize may help (since 0.5). */
+	EACHOBS_TUNE_MEMORY_BOUND,
 } eachobs_tune_reason;
 
 /** A static sentence, never NULL, for an eachobs_tune_reason (an unknown

@@ -108,6 +108,7 @@ struct eachobs__stats {
 	_Atomic uint64_t getobs_ns; /* time inside getobs */
 	_Atomic uint64_t idle_ns;   /* time waiting (see eachobs_stats) */
 	_Atomic uint64_t steals;
+	_Atomic uint64_t room_ns;   /* of idle_ns: waiting for room */
 	/* When the wait going on began (0: none), so that a long wait is
 	 * seen before it ends (autotune). */
 	_Atomic uint64_t idle_since;
@@ -154,6 +155,10 @@ static inline uint64_t eachobs__idle_until(const struct eachobs__stats *st,
  * condition did not hold at once (so the fast path reads no clock). */
 void eachobs__event_wait_timed(struct eachobs__event *ev, eachobs__cond_fn cond,
 			       const void *arg, unsigned spins);
+/* The same for a loader waiting for room: the time also goes to room_ns
+ * (autotune tells a buffer too shallow by it). */
+void eachobs__event_wait_room(struct eachobs__event *ev, eachobs__cond_fn cond,
+			      const void *arg, unsigned spins);
 
 /* ---- lowering a bound ----------------------------------------------- */
 

@@ -52,19 +52,38 @@ uint64_t eachobs__now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void eachobs__event_wait_timed(struct eachobs__event *ev, eachobs__cond_fn cond,
-			       const void *arg, unsigned spins)
+/* The time waited, into this thread's stats (0 without any). */
+static uint64_t wait_counted(struct eachobs__event *ev, eachobs__cond_fn cond,
+			     const void *arg, unsigned spins)
 {
 	struct eachobs__stats *st = eachobs__tls_stats;
 
 	if (cond(arg))
-		return;
-	uint64_t t0 = st ? eachobs__now_ns() : 0;
+		return 0;
+	uint64_t t0 = st ? eachobs__now_ns() : 0, t1;
 	if (st)
 		eachobs__idle_begin(st, t0);
 	eachobs__event_wait(ev, cond, arg, spins);
-	if (st)
-		eachobs__idle_end(st, t0, eachobs__now_ns());
+	if (!st)
+		return 0;
+	t1 = eachobs__now_ns();
+	eachobs__idle_end(st, t0, t1);
+	return t1 - t0;
+}
+
+void eachobs__event_wait_timed(struct eachobs__event *ev, eachobs__cond_fn cond,
+			       const void *arg, unsigned spins)
+{
+	wait_counted(ev, cond, arg, spins);
+}
+
+void eachobs__event_wait_room(struct eachobs__event *ev, eachobs__cond_fn cond,
+			      const void *arg, unsigned spins)
+{
+	uint64_t ns = wait_counted(ev, cond, arg, spins);
+
+	if (ns)
+		eachobs__stat_add(&eachobs__tls_stats->room_ns, ns);
 }
 
 void eachobs__event_init(struct eachobs__event *ev)

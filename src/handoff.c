@@ -60,6 +60,7 @@ static void *take_over(void *item)
  *   3: the consumer stays on a lane as long as it has items
  *   4: the consumer gives credits back only a buffer's worth at a time,
  *      and not before it sleeps
+ *   5: a depth that rises again gives back no withheld credit
  */
 #ifndef EACHOBS__BREAK
 #define EACHOBS__BREAK 0
@@ -88,21 +89,21 @@ static unsigned ring_size_for(size_t n)
  * that found no credit left and slept again, for every item. Then the
  * rule is one credit, one wake-up.
  */
-static size_t resume_at(size_t buffersize, unsigned nlanes)
+static size_t resume_at(size_t depth, unsigned nlanes)
 {
-	size_t half = buffersize / 2;
+	size_t half = depth / 2;
 
 	return half >= nlanes ? half : 1;
 }
 
-/* What the consumer gives back at once: a quarter of the buffer, at most
+/* What the consumer gives back at once: a quarter of the depth, at most
  * EACHOBS__FLUSH_MAX, at least one. */
-static size_t flush_at(size_t buffersize)
+static size_t flush_at(size_t depth)
 {
-	size_t q = buffersize / 4;
+	size_t q = depth / 4;
 
 	if (EACHOBS__BREAK == 4)
-		return buffersize;
+		return depth;
 	return q < 1 ? 1 : q > EACHOBS__FLUSH_MAX ? EACHOBS__FLUSH_MAX : q;
 }
 
@@ -132,7 +133,9 @@ int eachobs__handoff_init(struct eachobs__handoff *h, size_t buffersize,
 	h->halt = halt;
 	h->free_waits = free_waits;
 	h->buffersize = buffersize;
-	h->resume_at = resume_at(buffersize, nlanes);
+	atomic_init(&h->depth, buffersize);
+	atomic_init(&h->resume_at, resume_at(buffersize, nlanes));
+	atomic_init(&h->withheld, 0);
 	h->flush_at = flush_at(buffersize);
 	h->spins = EACHOBS__CONSUMER_SPINS;
 	atomic_init(&h->credits, buffersize);
@@ -278,12 +281,17 @@ size_t eachobs__handoff_try_take_credits(struct eachobs__handoff *h,
 	return 0;
 }
 
+static size_t resume_now(const struct eachobs__handoff *h)
+{
+	return atomic_load_explicit(&h->resume_at, memory_order_relaxed);
+}
+
 static bool room_or_halted(const void *arg)
 {
 	const struct eachobs__handoff *h = arg;
 
 	return atomic_load_explicit(&h->credits, memory_order_relaxed) >=
-		       h->resume_at ||
+		       resume_now(h) ||
 	       eachobs__handoff_halted(h);
 }
 
@@ -301,8 +309,8 @@ size_t eachobs__handoff_take_credits(struct eachobs__handoff *h, size_t want)
 		if (i < EACHOBS__ROOM_SPINS)
 			eachobs__cpu_relax();
 		else
-			eachobs__event_wait_timed(&h->ev_room, room_or_halted,
-						  h, 0);
+			eachobs__event_wait_room(&h->ev_room, room_or_halted,
+						 h, 0);
 	}
 }
 
@@ -315,18 +323,18 @@ size_t eachobs__handoff_take_credits(struct eachobs__handoff *h, size_t want)
  * cannot keep up lets the credits climb to the next step, which wakes
  * the next. Without hysteresis, each returned credit wakes one sleeper.
  */
-static size_t steps_crossed(const struct eachobs__handoff *h, size_t before,
-			    size_t after)
+static size_t steps_crossed(const struct eachobs__handoff *h, size_t resume,
+			    size_t before, size_t after)
 {
-	size_t step = (h->buffersize - h->resume_at) / h->nlanes;
+	size_t depth = atomic_load_explicit(&h->depth, memory_order_relaxed);
+	size_t step = depth > resume ? (depth - resume) / h->nlanes : 0;
 
 	if (step == 0)
 		step = 1;
-	if (after < h->resume_at)
+	if (after < resume)
 		return 0;
-	size_t hi = (after - h->resume_at) / step + 1;
-	size_t lo = before < h->resume_at ? 0
-					  : (before - h->resume_at) / step + 1;
+	size_t hi = (after - resume) / step + 1;
+	size_t lo = before < resume ? 0 : (before - resume) / step + 1;
 	return hi - lo;
 }
 
@@ -334,8 +342,9 @@ void eachobs__handoff_give_credits(struct eachobs__handoff *h, size_t k)
 {
 	size_t before = atomic_fetch_add_explicit(&h->credits, k,
 						  memory_order_release);
-	size_t wake = h->resume_at == 1 ? k
-					: steps_crossed(h, before, before + k);
+	size_t resume = resume_now(h);
+	size_t wake = resume == 1 ? k
+				  : steps_crossed(h, resume, before, before + k);
 
 	if (wake)
 		eachobs__event_notify(&h->ev_room,
@@ -384,12 +393,64 @@ bool eachobs__handoff_put_ready(struct eachobs__handoff *h, unsigned lane,
 	return true;
 }
 
+/* ---- the depth ------------------------------------------------------ */
+
+/* Withheld credits beyond buffersize - d go back into use; what was
+ * withheld, lowered by someone else meanwhile, is left to them. */
+static void release_withheld(struct eachobs__handoff *h, size_t d)
+{
+	size_t keep = h->buffersize - d;
+	size_t w = atomic_load(&h->withheld);
+
+	if (EACHOBS__BREAK == 5)
+		return;
+	while (w > keep)
+		if (atomic_compare_exchange_weak(&h->withheld, &w, keep)) {
+			eachobs__handoff_give_credits(h, w - keep);
+			return;
+		}
+}
+
+void eachobs__handoff_set_depth(struct eachobs__handoff *h, size_t d)
+{
+	size_t w, keep;
+
+	d = d < 1 ? 1 : d > h->buffersize ? h->buffersize : d;
+	atomic_store(&h->depth, d);
+	atomic_store(&h->resume_at, resume_at(d, h->nlanes));
+	release_withheld(h, d);
+	/* Lower: take out of use what is free now; the consumer withholds
+	 * the rest as it gives credits back. */
+	keep = h->buffersize - d;
+	w = atomic_load(&h->withheld);
+	if (w < keep) {
+		size_t k = eachobs__handoff_try_take_credits(h, keep - w);
+		if (k)
+			atomic_fetch_add(&h->withheld, k);
+	}
+	/* What producers sleep for changed. */
+	eachobs__event_notify(&h->ev_room, INT_MAX);
+}
+
+/* Consumer: give back what it owes, less what a lowered depth withholds
+ * (and more, when the depth rose). Reads the depth once per group. */
 static void settle(struct eachobs__handoff *h)
 {
-	if (h->owed) {
-		eachobs__handoff_give_credits(h, h->owed);
-		h->owed = 0;
+	size_t d = atomic_load_explicit(&h->depth, memory_order_relaxed);
+	size_t keep = h->buffersize - d, give = h->owed;
+	size_t w = atomic_load_explicit(&h->withheld, memory_order_relaxed);
+
+	h->flush_at = flush_at(d);
+	if (w > keep)
+		release_withheld(h, d);
+	else if (w < keep && give) {
+		size_t k = keep - w < give ? keep - w : give;
+		atomic_fetch_add(&h->withheld, k);
+		give -= k;
 	}
+	if (give)
+		eachobs__handoff_give_credits(h, give);
+	h->owed = 0;
 }
 
 /* What waits in every lane, now and then (stats only: the sum reads
@@ -460,7 +521,7 @@ void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
 	if (EACHOBS__BREAK != 4)
 		settle(h);
 	if (atomic_load_explicit(&h->credits, memory_order_relaxed) >=
-	    h->resume_at)
+	    resume_now(h))
 		eachobs__event_notify(&h->ev_room, INT_MAX);
 	/* Spins that keep ending in sleep only cost a core (items that come
 	 * every few microseconds from many slow loaders): each wait whose

@@ -21,10 +21,15 @@
  * a quarter of the buffer, and at once before it sleeps), so that it
  * touches the count the producers share once per group, not per item.
  *
+ * The depth in use (at most buffersize, all of it at first) may be set
+ * lower while it runs: the credits beyond it are withheld, taken from
+ * what is free at once and from what the consumer gives back, and given
+ * back when the depth rises again.
+ *
  * Nothing blocks in ck_ring, so waiting is done with event counts: the
  * consumer sleeps until an item arrives; producers without credit sleep
- * until half the buffer is free again (or until one credit is, when half
- * the buffer is less than a credit per producer).
+ * until half the depth is free again (or until one credit is, when half
+ * the depth is less than a credit per producer).
  *
  * Knows nothing of iterators: the owner's halt word ends it (once it is 0
  * every wait returns, puts fail and gets find nothing new), the owner
@@ -60,9 +65,10 @@ struct eachobs__handoff {
 	struct eachobs__lane *lanes EACHOBS__ALIGNED;
 	unsigned nlanes;
 	size_t buffersize;
-	size_t resume_at;                /* credits that wake producers */
-	size_t flush_at;                 /* credits the consumer gives back
-					  * at once */
+	/* Set with the depth, rarely. */
+	_Atomic size_t depth;            /* credits in use: buffersize or
+					  * fewer */
+	_Atomic size_t resume_at;        /* credits that wake producers */
 	const _Atomic size_t *halt;      /* the owner's: 0 ends everything */
 	bool free_waits;                 /* see eachobs__handoff_init */
 	ck_ring_t spare;                 /* empty items beyond the lanes' */
@@ -73,6 +79,10 @@ struct eachobs__handoff {
 	unsigned spins;                   /* before it sleeps */
 	unsigned back;                    /* the lane empty items go back to */
 	size_t owed;                      /* credits taken, not given back */
+	size_t flush_at;                  /* owed that it gives back at once */
+	/* Credits kept out of use: buffersize - depth, once the consumer
+	 * gave back enough (any thread may lower it, see set_depth). */
+	_Atomic size_t withheld;
 	size_t taken;                     /* items taken (stats sampling) */
 	size_t max_waiting;               /* most that waited (stats) */
 	/* Room left for loaded items: buffersize minus what waits in the
@@ -98,6 +108,10 @@ void eachobs__handoff_fini(struct eachobs__handoff *h);
  * after the owner set the halt word to 0, every wait returns). */
 void eachobs__handoff_wake(struct eachobs__handoff *h);
 bool eachobs__handoff_halted(const struct eachobs__handoff *h);
+/* Any thread: at most d (clamped to [1, buffersize]) items may wait from
+ * now on (those waiting beyond it stay until taken); what producers
+ * sleep for follows it. */
+void eachobs__handoff_set_depth(struct eachobs__handoff *h, size_t d);
 
 /* Producer `lane` (and only it): an empty item, or NULL. try_get_free
  * looks through the rings once, so it may miss an item that the consumer

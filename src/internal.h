@@ -138,11 +138,13 @@ static inline bool eachobs__failed(const eachobs_iter *it)
 
 /* ---- tuning.c: autotune on an iterator ------------------------------ */
 
+struct eachobs__tune_depth; /* tune.h */
+
 /* Before the workers start: autotune for `workers` of them, `start`
  * loading at first, `cpus` the most for a getobs that computes; 0 or
  * -ENOMEM (fini runs all the same). */
 int eachobs__tuning_init(eachobs_iter *it, unsigned workers, unsigned start,
-			 unsigned cpus);
+			 unsigned cpus, const struct eachobs__tune_depth *dp);
 void eachobs__tuning_fini(eachobs_iter *it);
 bool eachobs__tuning_turn(eachobs_iter *it, unsigned self);
 /* Worker self, holding nothing, between units: false when it should stop
@@ -233,6 +235,12 @@ struct eachobs__mode {
 	void (*wake)(eachobs_iter *it);
 	/* The most units that waited for the consumer at once (stats). */
 	size_t (*max_waiting)(const eachobs_iter *it);
+	/* Optional (autotune; NULL: the depth stays buffersize). Any
+	 * thread: from now on at most `units` loaded units may wait for the
+	 * consumer (at most buffersize); `least` is the same on every call
+	 * and units never below it; the first call comes before any worker
+	 * runs. */
+	void (*set_depth)(eachobs_iter *it, size_t units, size_t least);
 	/* Optional, for a mode with a record of its own (streams); NULL:
 	 * the iterator's units, positions and getobs. Consumer: the unit
 	 * in slot is yielded (or skipped), read before its slot may go

@@ -21,6 +21,7 @@ struct eachobs__ordered {
 			     * claim (help) */
 	uint64_t help_ns;   /* THREADED: what its last help took per
 			     * observation (0: not measured yet) */
+	bool depth_set;     /* autotune set the window's least depth */
 };
 
 static struct eachobs__ordered *O(const eachobs_iter *it)
@@ -172,14 +173,17 @@ static bool load_chunk(eachobs_iter *it, size_t lo, size_t hi,
 }
 
 /* The most positions a claim takes: basesize, or under autotune the
- * window's share per worker loading now (start.c says why). */
+ * depth's share per worker loading now (start.c says why): claims past
+ * the depth would wait for room while open batches below want help. */
 static size_t claim_max(const eachobs_iter *it)
 {
-	size_t share;
+	size_t share, depth;
 
 	if (!it->tuning)
 		return it->basesize;
-	share = it->buffersize / (2 * (size_t)eachobs__tuning_loaders(it));
+	depth = eachobs__window_depth(&O(it)->window) -
+		(it->nslots - it->buffersize);
+	share = depth / (2 * (size_t)eachobs__tuning_loaders(it));
 	share = share ? share : 1;
 	return share < it->basesize ? share : it->basesize;
 }
@@ -252,9 +256,10 @@ static bool help(eachobs_iter *it)
 	if (!o->owes && o->help_ns && o->help_ns < EACHOBS__CHEAP_NS &&
 	    (++o->waits & 63) != 0)
 		return false;
-	/* next + nslots, saturated: n may be near SIZE_MAX. */
-	if (bound - it->yielded > it->nslots)
-		bound = it->yielded + it->nslots;
+	/* next + the places in use, saturated: n may be near SIZE_MAX. */
+	size_t places = eachobs__window_depth(&o->window);
+	if (bound - it->yielded > places)
+		bound = it->yielded + places;
 	uint64_t t0 = eachobs__now_ns();
 	if (!help_entry(it, 0, SIZE_MAX)) {
 		o->owes = false;
@@ -330,6 +335,20 @@ static size_t max_waiting(const eachobs_iter *it)
 	return O(it)->max_waiting;
 }
 
+/* The window's places beyond buffersize (the workers' and the hold's)
+ * stay in use: the depth is what may wait loaded. */
+static void set_depth(eachobs_iter *it, size_t units, size_t least)
+{
+	struct eachobs__window *win = &O(it)->window;
+	size_t extra = it->nslots - it->buffersize;
+
+	if (!O(it)->depth_set) {
+		eachobs__window_allow_depth(win, least + extra);
+		O(it)->depth_set = true;
+	}
+	eachobs__window_set_depth(win, units + extra);
+}
+
 const struct eachobs__mode eachobs__ordered_mode = {
 	.init = init,
 	.fini = fini,
@@ -339,4 +358,5 @@ const struct eachobs__mode eachobs__ordered_mode = {
 	.fail = fail,
 	.wake = wake,
 	.max_waiting = max_waiting,
+	.set_depth = set_depth,
 };

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "stream.h"
+#include "tune.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -477,7 +478,17 @@ static int plan_tuning(eachobs_iter *it, const eachobs_options *o,
 		start = eachobs__lender_learned(o->pool);
 	if (!start)
 		start = ncpus;
-	if (eachobs__tuning_init(it, workers, start, cpus) < 0)
+	/* How far ahead: what the default buffersize gives that many
+	 * loaders, within the buffersize in force. */
+	struct eachobs__tune_depth dp = {
+		.bound = it->buffersize,
+		.per_loader = it->batchsize
+				      ? EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD
+				      : EACHOBS_DEFAULT_BUFFER_PER_THREAD,
+		.least = it->batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_MIN
+				       : EACHOBS_DEFAULT_BUFFER_MIN,
+	};
+	if (eachobs__tuning_init(it, workers, start, cpus, &dp) < 0)
 		return -ENOMEM;
 	it->workers.nstart = eachobs__tuning_loaders(it);
 	return 0;

@@ -30,6 +30,12 @@
  * (fewer sleeps and wake-ups), so any clear rise pays there. */
 #define PAYS 0.3
 #define CLEAR_RISE 0.05
+/* There, a step down stands when throughput fell by less than KEEP_LOSS:
+ * the fewest loaders within that of the rate. */
+#define KEEP_LOSS 0.02
+/* The depth doubles when the consumer is starved while the loaders spend
+ * more than ROOM_SHARE of their time waiting for room. */
+#define ROOM_SHARE 0.1
 /* The cost of one getobs strayed when it moved by more than a third of
  * what it was when the counts were learnt; two intervals in a row make
  * them forgotten. */
@@ -39,9 +45,22 @@
  * what was measured there may have been noise. */
 #define REPROBE 25u
 
+static size_t depth_for(const struct eachobs__tune *t, unsigned loaders)
+{
+	const struct eachobs__tune_depth *dp = &t->dp;
+	size_t d = dp->per_loader * loaders;
+
+	if (d < dp->least)
+		d = dp->least;
+	if (d < t->deepest)
+		d = t->deepest;
+	return d < 1 ? 1 : d > dp->bound ? dp->bound : d;
+}
+
 void eachobs__tune_init(struct eachobs__tune *t, unsigned bound,
 			unsigned cpus, unsigned start,
-			const struct eachobs__tune_sample *first)
+			const struct eachobs__tune_sample *first,
+			const struct eachobs__tune_depth *dp)
 {
 	if (bound < 1)
 		bound = 1;
@@ -59,12 +78,22 @@ void eachobs__tune_init(struct eachobs__tune *t, unsigned bound,
 	t->prev = start;
 	t->prev_rate = 0;
 	t->prev_starved = false;
+	t->prev_computes = false;
 	t->bad = bound + 1;
 	t->g_ref = 0;
 	t->drift = 0;
 	t->at_plateau = 0;
 	t->fed_streak = 0;
 	t->settling = false;
+	t->lose = 0;
+	t->confirm_from = 0;
+	t->confirm_rate = 0;
+	t->probing = false;
+	t->dp = dp ? *dp : (struct eachobs__tune_depth){ 1, 0, 1 };
+	if (t->dp.bound < 1)
+		t->dp.bound = 1;
+	t->deepest = 0;
+	atomic_init(&t->depth, depth_for(t, start));
 }
 
 bool eachobs__tune_due(struct eachobs__tune *t, uint64_t now)
@@ -91,6 +120,7 @@ struct interval {
 	double cpu;     /* the loaders' CPU time over their getobs time */
 	bool computes;  /* getobs uses its CPU more than it waits */
 	double starved; /* the consumer's share of time waiting or loading */
+	double room;    /* the loaders' share of time waiting for room */
 };
 
 /* A cost that stays away from g_ref makes what was learnt stale. */
@@ -108,6 +138,9 @@ static void follow_cost(struct eachobs__tune *t, double g)
 	t->drift = 0;
 	t->bad = t->bound + 1;
 	t->at_plateau = 0;
+	t->lose = 0;
+	t->confirm_from = 0;
+	t->probing = false;
 }
 
 /* The consumer does not wait: the fewest loaders that keep it fed. */
@@ -121,45 +154,128 @@ static unsigned fed(const struct interval *v, unsigned a)
 	return n < (a + 1) / 2 ? (a + 1) / 2 : n;
 }
 
+/* Whether a computing getobs's loaders are past the CPUs at a. */
+static bool past_cpus(const struct eachobs__tune *t,
+		      const struct interval *v, unsigned a)
+{
+	return v->computes && a >= t->cpus;
+}
+
+/*
+ * What this interval says of the last change, when it settles it: true
+ * with the count to go to in *to. A step up pays when throughput rose by
+ * enough (past the CPUs: clearly, and in a second interval too); a step
+ * down to try, from past the CPUs, stands when throughput fell by less
+ * than KEEP_LOSS. Every verdict narrows what is left to try: `bad` is
+ * the fewest known not to pay, `lose` the most known to give less.
+ */
+static bool judged(struct eachobs__tune *t, const struct interval *v,
+		   unsigned a, unsigned *to)
+{
+	if (t->confirm_from) {
+		unsigned from = t->confirm_from;
+		t->confirm_from = 0;
+		if (v->rate < t->confirm_rate * (1 + CLEAR_RISE)) {
+			t->bad = a;
+			*to = from;
+			return true;
+		}
+		t->lose = t->lose > from ? t->lose : from;
+		return false;
+	}
+	if (t->probing) {
+		t->probing = false;
+		if (v->rate >= t->prev_rate * (1 - KEEP_LOSS)) {
+			t->bad = t->prev;
+			*to = a;
+		} else {
+			t->lose = a;
+			*to = t->prev;
+		}
+		return true;
+	}
+	if (!t->prev_starved || t->prev >= a)
+		return false;
+	double ideal = (double)a / t->prev - 1;
+	bool past = past_cpus(t, v, t->prev);
+	if (v->rate < t->prev_rate * (1 + (past ? CLEAR_RISE : PAYS * ideal))) {
+		t->bad = a;
+		*to = t->prev;
+		return true;
+	}
+	if (past) {
+		/* One interval's rise past the CPUs may be noise: hold the
+		 * count for a second one. */
+		t->confirm_from = t->prev;
+		t->confirm_rate = t->prev_rate;
+		*to = a;
+		return true;
+	}
+	t->lose = t->lose > t->prev ? t->lose : t->prev;
+	return false;
+}
+
+/* Past the CPUs, nothing left to try upwards: halfway down to the fewest
+ * not known to lose, to try (a when there is none). */
+static unsigned probe_down(struct eachobs__tune *t, unsigned a)
+{
+	unsigned lo = t->lose + 1 > t->cpus ? t->lose + 1 : t->cpus;
+
+	if (lo >= a)
+		return a;
+	t->probing = true;
+	return a - (a - lo + 1) / 2;
+}
+
 /* The consumer waits: the next count to try, and why. */
 static unsigned starved(struct eachobs__tune *t, const struct interval *v,
 			unsigned a, unsigned *reason)
 {
-	/* Did the last step up pay? */
-	if (t->prev_starved && t->prev < a) {
-		double ideal = (double)a / t->prev - 1;
-		double need = v->computes && t->prev >= t->cpus ? CLEAR_RISE
-							       : PAYS * ideal;
-		if (v->rate < t->prev_rate * (1 + need)) {
-			t->bad = a;
-			*reason = v->computes ? EACHOBS_TUNE_CPU_BOUND
-					      : EACHOBS_TUNE_PLATEAU;
-			return t->prev;
-		}
-	}
-	if (a >= t->bound) {
-		*reason = EACHOBS_TUNE_AT_BOUND;
-		return t->bound;
+	unsigned to, next;
+
+	*reason = v->computes ? EACHOBS_TUNE_CPU_BOUND : EACHOBS_TUNE_PLATEAU;
+	if (judged(t, v, a, &to)) {
+		if (to > a || t->confirm_from)
+			*reason = EACHOBS_TUNE_GROWING;
+		return to;
 	}
 	/* Only a waiting getobs loses much to a plateau found in noise. */
 	if (!v->computes && t->bad <= t->bound && ++t->at_plateau >= REPROBE)
 		t->bad = t->bound + 1, t->at_plateau = 0;
 	/* Waiting loaders cost little: the less CPU a getobs uses, the
 	 * longer the stride (the ramp-up is time lost). */
-	unsigned stride = v->computes ? 2 : v->cpu < 0.1 ? 8 : 4, next;
+	unsigned stride = v->computes ? 2 : v->cpu < 0.1 ? 8 : 4;
 	if (t->bad > t->bound)
 		next = a > UINT_MAX / stride ? UINT_MAX : a * stride;
 	else
 		next = a + (t->bad - a) / 2;
 	if (next > t->bound)
 		next = t->bound;
-	if (next >= t->bad || next <= a) {
-		*reason = v->computes ? EACHOBS_TUNE_CPU_BOUND
-				      : EACHOBS_TUNE_PLATEAU;
-		return a;
+	if (next > a && next < t->bad) {
+		*reason = EACHOBS_TUNE_GROWING;
+		return next;
 	}
-	*reason = EACHOBS_TUNE_GROWING;
-	return next;
+	if (past_cpus(t, v, a) && a > t->cpus)
+		return probe_down(t, a);
+	if (a >= t->bound)
+		*reason = EACHOBS_TUNE_AT_BOUND;
+	return a;
+}
+
+/* How far ahead to load for `want` loaders; deeper, up to the bound,
+ * when loaders waited for room while the consumer waited. */
+static void deepen(struct eachobs__tune *t, const struct interval *v,
+		   unsigned want, unsigned *reason)
+{
+	size_t d = eachobs__tune_depth(t);
+
+	if (v->starved > STARVED && v->room > ROOM_SHARE) {
+		if (d >= t->dp.bound && want == eachobs__tune_active(t))
+			*reason = EACHOBS_TUNE_MEMORY_BOUND;
+		t->deepest = d >= t->dp.bound / 2 ? t->dp.bound : 2 * d;
+	}
+	atomic_store_explicit(&t->depth, depth_for(t, want),
+			      memory_order_relaxed);
 }
 
 static uint64_t interval_for(double g)
@@ -184,10 +300,13 @@ unsigned eachobs__tune_decide(struct eachobs__tune *t,
 	/* After a change, the loaders it started or parked need about one
 	 * load to get there: the interval that judges it starts then. */
 	if (t->settling) {
+		uint64_t next = interval_for(t->g_ref);
 		t->settling = false;
 		t->last = *s;
-		atomic_store_explicit(&t->next_ns,
-				      s->now_ns + interval_for(t->g_ref),
+		if (t->prev_computes && (a > t->cpus || t->prev > t->cpus) &&
+		    next < PAST_CPUS_NS)
+			next = PAST_CPUS_NS;
+		atomic_store_explicit(&t->next_ns, s->now_ns + next,
 				      memory_order_relaxed);
 		return a;
 	}
@@ -206,6 +325,7 @@ unsigned eachobs__tune_decide(struct eachobs__tune *t,
 	 * time says (it grows with the threads that share the CPUs). */
 	v.computes = v.cpu > 0.5 || cpu_ns > 0.75 * t->cpus * (double)v.ns;
 	v.starved = (double)diff(s->starved_ns, l->starved_ns) / (double)v.ns;
+	v.room = (double)diff(s->room_ns, l->room_ns) / ((double)a * v.ns);
 	reason = atomic_load_explicit(&t->reason, memory_order_relaxed);
 	follow_cost(t, v.g);
 	t->fed_streak = v.starved < FED ? t->fed_streak + 1 : 0;
@@ -220,9 +340,17 @@ unsigned eachobs__tune_decide(struct eachobs__tune *t,
 	} else if (reason == EACHOBS_TUNE_STARTING) {
 		reason = EACHOBS_TUNE_CONSUMER_BOUND;
 	}
+	if (v.starved <= STARVED) {
+		/* A verdict needs a starved interval: a fed one ends it. */
+		t->confirm_from = 0;
+		t->probing = false;
+	}
+	want = want < 1 ? 1 : want > t->bound ? t->bound : want;
+	deepen(t, &v, want, &reason);
 	t->prev = a;
 	t->prev_rate = v.rate;
 	t->prev_starved = v.starved > STARVED;
+	t->prev_computes = v.computes;
 	t->last = *s;
 	atomic_store_explicit(&t->reason, reason, memory_order_relaxed);
 	/* Past the CPUs a computing getobs gains little, and a short
@@ -238,7 +366,7 @@ unsigned eachobs__tune_decide(struct eachobs__tune *t,
 	}
 	atomic_store_explicit(&t->next_ns, s->now_ns + next,
 			      memory_order_relaxed);
-	return want < 1 ? 1 : want > t->bound ? t->bound : want;
+	return want;
 }
 
 void eachobs__tune_commit(struct eachobs__tune *t, unsigned n)

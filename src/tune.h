@@ -13,8 +13,15 @@
  *     keep it fed, by Little's law (the consumer's rate times the time one
  *     load takes is the loads that must be in flight), with a quarter more
  *     for the variance, giving back at most half of them a step.
+ *   - Past the CPUs, a computing getobs's step up stands only when a
+ *     second interval confirms it, and a count there is probed downwards
+ *     now and then: the fewest loaders within a little of the rate stay.
  *   - A getobs whose cost moves by more than a third for two intervals in a
  *     row (a cache that warms, a second phase) forgets what was learnt.
+ *   - How far ahead it loads (the depth: loaded units that may wait for
+ *     the consumer) follows the loaders, a few units each, and doubles,
+ *     up to its bound, while the consumer waits as loaders wait for room
+ *     (ordered: a slow unit holds the window's head).
  *
  * Knows nothing of iterators or threads: loaders read `active` (those with
  * an index at or above it park on ev_park until it rises), the owner feeds
@@ -27,6 +34,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* What the owner measured, each figure a running total since the start. */
@@ -37,6 +45,13 @@ struct eachobs__tune_sample {
 	uint64_t getobs_ns;     /* the loaders' time inside getobs */
 	uint64_t cpu_ns;        /* the loaders' CPU time, all of it */
 	uint64_t starved_ns;    /* the consumer's time waiting or loading */
+	uint64_t room_ns;       /* the loaders' time waiting for room */
+};
+
+/* How far ahead to load, in units: per_loader a loader, at least least,
+ * at most bound. */
+struct eachobs__tune_depth {
+	size_t bound, per_loader, least;
 };
 
 struct eachobs__tune {
@@ -58,6 +73,7 @@ struct eachobs__tune {
 	unsigned prev;      /* loaders in the last interval */
 	double prev_rate;   /* its throughput */
 	bool prev_starved;  /* whether the consumer waited in it */
+	bool prev_computes; /* whether its getobs computed */
 	unsigned bad;       /* the fewest loaders known not to pay more than
 			     * fewer (bound + 1: none known) */
 	double g_ref;       /* ns per getobs when `bad` was learnt */
@@ -65,23 +81,43 @@ struct eachobs__tune {
 	unsigned at_plateau; /* decisions held below `bad` */
 	unsigned fed_streak; /* intervals in a row the consumer was fed */
 	bool settling;      /* the count just changed: rebaseline first */
+	/* Past the CPUs (a getobs that computes): */
+	unsigned lose;      /* the most loaders known to give less than more
+			     * (0: none known) */
+	unsigned confirm_from; /* a step up from here awaits its second
+				* interval (0: none) */
+	double confirm_rate;   /* the rate it must still beat */
+	bool probing;       /* the last change was a step down to try */
+	/* The depth. */
+	_Atomic size_t depth; /* in use now (for the owner and its stats) */
+	struct eachobs__tune_depth dp;
+	size_t deepest;     /* what room waits showed was needed */
 };
 
-/* Between 1 and bound loaders, start of them at first (clamped). */
+/* Between 1 and bound loaders, start of them at first (clamped); the
+ * depth between 1 and dp->bound (dp NULL: 1 throughout). */
 void eachobs__tune_init(struct eachobs__tune *t, unsigned bound,
 			unsigned cpus, unsigned start,
-			const struct eachobs__tune_sample *first);
+			const struct eachobs__tune_sample *first,
+			const struct eachobs__tune_depth *dp);
 
 static inline unsigned eachobs__tune_active(const struct eachobs__tune *t)
 {
 	return atomic_load_explicit(&t->active, memory_order_relaxed);
 }
 
+/* The depth in use: set by decide(), for the owner to apply. */
+static inline size_t eachobs__tune_depth(const struct eachobs__tune *t)
+{
+	return atomic_load_explicit(&t->depth, memory_order_relaxed);
+}
+
 /* Any loader: whether a decision is due at now; true hands the caller
  * the ticket, which decide() gives back. */
 bool eachobs__tune_due(struct eachobs__tune *t, uint64_t now);
 /* The ticket's holder: decide from s and return the loaders wanted
- * (active is set to it once the owner has the threads: see commit). */
+ * (active is set to it once the owner has the threads: see commit); the
+ * depth wanted is set at once (eachobs__tune_depth). */
 unsigned eachobs__tune_decide(struct eachobs__tune *t,
 			      const struct eachobs__tune_sample *s);
 /* The ticket's holder: `n` loaders exist for the count decide() wanted

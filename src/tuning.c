@@ -3,7 +3,8 @@
  * it moves. Loaders call eachobs__turn between units: it parks the ones
  * not among those loading, and the one that finds a decision due gathers
  * the figures (every thread's stats, the loaders' CPU clocks), asks the
- * controller and starts the threads it wants (workers.c).
+ * controller, starts the threads it wants (workers.c) and gives the mode
+ * the depth it wants.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -19,6 +20,7 @@
 struct eachobs__tuning {
 	struct eachobs__tune tune;
 	unsigned n;                /* workers */
+	size_t least, depth;       /* the depth's floor, and the mode's now */
 	_Atomic int64_t *clock;    /* per worker: its CPU clock id */
 	/* The decider's own: per worker, its CPU time last read, and their
 	 * sum (only what was seen to grow, so a thread that ended does not
@@ -57,6 +59,7 @@ static void sample(eachobs_iter *it, uint64_t now,
 		.now_ns = now,
 		.worker_loaded = w.loaded,
 		.getobs_ns = w.getobs_ns,
+		.room_ns = w.room_ns,
 		.loaded = w.loaded + eachobs__stat_read(&it->cstats.loaded),
 	};
 	s->starved_ns = eachobs__idle_until(&it->cstats, now) +
@@ -65,8 +68,21 @@ static void sample(eachobs_iter *it, uint64_t now,
 		s->cpu_ns = loaders_cpu(it->tuning);
 }
 
+/* The mode's depth follows the controller's (only the decider calls it,
+ * and tuning_init before any worker runs). */
+static void apply_depth(eachobs_iter *it)
+{
+	struct eachobs__tuning *tn = it->tuning;
+	size_t d = eachobs__tune_depth(&tn->tune);
+
+	if (d == tn->depth || !it->mode->set_depth)
+		return;
+	tn->depth = d;
+	it->mode->set_depth(it, d, tn->least);
+}
+
 int eachobs__tuning_init(eachobs_iter *it, unsigned workers, unsigned start,
-			 unsigned cpus)
+			 unsigned cpus, const struct eachobs__tune_depth *dp)
 {
 	struct eachobs__tuning *tn = eachobs__alloc_aligned(sizeof(*tn));
 	struct eachobs__tune_sample first;
@@ -84,7 +100,10 @@ int eachobs__tuning_init(eachobs_iter *it, unsigned workers, unsigned start,
 	for (unsigned j = 0; j < workers; j++)
 		atomic_init(&tn->clock[j], NO_CLOCK);
 	sample(it, eachobs__now_ns(), &first);
-	eachobs__tune_init(&tn->tune, workers, cpus, start, &first);
+	eachobs__tune_init(&tn->tune, workers, cpus, start, &first, dp);
+	tn->least = dp->least < dp->bound ? dp->least : dp->bound;
+	tn->depth = dp->bound; /* what the mode started with */
+	apply_depth(it);
 	return 0;
 }
 
@@ -112,6 +131,7 @@ static void decide(eachobs_iter *it, uint64_t now)
 	have = want > eachobs__tune_active(t)
 		       ? eachobs__workers_grow(&it->workers, want)
 		       : want;
+	apply_depth(it);
 	eachobs__tune_commit(t, have < want ? have : want);
 }
 
@@ -168,10 +188,12 @@ void eachobs__tuning_stats(const eachobs_iter *it, eachobs_stats *st)
 	const struct eachobs__tune *t;
 
 	st->nloading = st->max_loading = st->nworkers;
-	st->buffer_depth = it->buffersize;
+	st->buffer_depth = st->buffersize = it->buffersize;
 	if (!it->tuning)
 		return;
 	t = &it->tuning->tune;
+	if (it->mode->set_depth)
+		st->buffer_depth = eachobs__tune_depth(t);
 	st->nloading = eachobs__tune_active(t);
 	st->max_loading = atomic_load_explicit(&t->most, memory_order_relaxed);
 	st->tune_reason = atomic_load_explicit(&t->reason,
@@ -203,6 +225,9 @@ const char *eachobs_tune_reason_string(unsigned reason)
 	case EACHOBS_TUNE_AT_BOUND:
 		return "the consumer waits with nthreads loading: a larger "
 		       "nthreads may help, unless getobs computes";
+	case EACHOBS_TUNE_MEMORY_BOUND:
+		return "the consumer waits while loaders wait for room in the "
+		       "whole buffer: a larger buffersize may help";
 	default:
 		return "unknown autotune reason";
 	}

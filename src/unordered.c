@@ -392,6 +392,12 @@ static size_t max_waiting(const eachobs_iter *it)
 	return U(it)->handoff.max_waiting;
 }
 
+static void set_depth(eachobs_iter *it, size_t units, size_t least)
+{
+	eachobs__handoff_set_depth(&U(it)->handoff,
+				   units < least ? least : units);
+}
+
 const struct eachobs__mode eachobs__unordered_mode = {
 	.init = init,
 	.fini = fini,
@@ -401,4 +407,5 @@ const struct eachobs__mode eachobs__unordered_mode = {
 	.fail = fail,
 	.wake = wake,
 	.max_waiting = max_waiting,
+	.set_depth = set_depth,
 };

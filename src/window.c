@@ -13,6 +13,8 @@ int eachobs__window_init(struct eachobs__window *win, size_t w, size_t n,
 	win->w = w;
 	win->n = n;
 	win->step = w / 2 ? w / 2 : 1;
+	win->least = w;
+	atomic_init(&win->depth, w);
 	win->limit = limit;
 	atomic_init(&win->next_claim, 0);
 	atomic_init(&win->released, 0);
@@ -68,12 +70,30 @@ static bool moot(const struct eachobs__window *win, size_t i)
 	return i >= atomic_load_explicit(win->limit, memory_order_acquire);
 }
 
-/* Units below `released` were let go of: i's place is free once i - W
- * is among them. (i < W: free from the start.) */
+void eachobs__window_allow_depth(struct eachobs__window *win, size_t least)
+{
+	least = least < 1 ? 1 : least > win->w ? win->w : least;
+	win->least = least;
+	win->step = least / 2 ? least / 2 : 1;
+}
+
+void eachobs__window_set_depth(struct eachobs__window *win, size_t depth)
+{
+	depth = depth < win->least ? win->least : depth > win->w ? win->w
+								   : depth;
+	atomic_store_explicit(&win->depth, depth, memory_order_relaxed);
+	/* Deeper: loaders asleep for room may have it now. */
+	eachobs__event_notify(&win->ev_room, INT_MAX);
+}
+
+/* Units below `released` were let go of: i's place is free once i -
+ * depth is among them. (i < depth: free from the start.) */
 static bool room_below(const struct eachobs__window *win, size_t i,
 		       size_t released)
 {
-	return i < released + win->w;
+	return i < released +
+			   atomic_load_explicit(&win->depth,
+						memory_order_relaxed);
 }
 
 bool eachobs__window_room(const struct eachobs__window *win, size_t i)
@@ -85,16 +105,13 @@ bool eachobs__window_room(const struct eachobs__window *win, size_t i)
 struct room_wait {
 	const struct eachobs__window *win;
 	size_t unit;
-	size_t target; /* `released` to wait for */
 };
 
-static bool released_or_moot(const void *arg)
+static bool room_or_moot(const void *arg)
 {
 	const struct room_wait *w = arg;
 
-	return atomic_load_explicit(&w->win->released, memory_order_acquire) >=
-		       w->target ||
-	       moot(w->win, w->unit);
+	return eachobs__window_room(w->win, w->unit) || moot(w->win, w->unit);
 }
 
 /*
@@ -102,11 +119,12 @@ static bool released_or_moot(const void *arg)
  * microseconds for it (base.h, EACHOBS__ROOM_SPINS), then sleeps until
  * half the window is free, not one place: the consumer lets go of units
  * in order, so it wakes loaders only when `released` reaches a multiple
- * of half the window, and a loader waits for the first such multiple at
- * which its place is free. Waiting for the one place made loaders and
- * consumer take turns, a futex wake per observation with a cheap getobs.
- * The wait cannot stall: the multiple is at most unit i - W + W/2 < i, and
- * every unit below i was claimed earlier and is loaded or being loaded.
+ * of the step (half the window, or of the least depth), and a loader
+ * sleeps until the first such multiple at which its place is free.
+ * Waiting for the one place made loaders and consumer take turns, a
+ * futex wake per observation with a cheap getobs. The wait cannot stall:
+ * the multiple is below i - depth + step <= i, and every unit below i was
+ * claimed earlier and is loaded or being loaded.
  */
 void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 {
@@ -115,11 +133,8 @@ void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 			return;
 		eachobs__cpu_relax();
 	}
-	size_t need = i + 1 - win->w; /* i >= W: i < W always has room */
-	struct room_wait w = {
-		win, i, (need + win->step - 1) / win->step * win->step
-	};
-	eachobs__event_wait_timed(&win->ev_room, released_or_moot, &w, 0);
+	struct room_wait w = { win, i };
+	eachobs__event_wait_room(&win->ev_room, room_or_moot, &w, 0);
 }
 
 /* Whether the unit the consumer sleeps for is loaded now. */

@@ -19,6 +19,13 @@
  * half the window); the consumer sleeps on its own event, woken by the
  * loader that publishes the unit it waits for.
  *
+ * The depth in use (places, W at first) may be set lower while it runs:
+ * unit i's place is then free once released > i - depth. Safety and
+ * progress hold as above for any depth >= 1; loaders are woken when
+ * `released` reaches a multiple of the step, which stays at most the
+ * least depth ever set, so that a loader's multiple is never past its own
+ * unit.
+ *
  * The owner's limit ends the loading early: nothing at or above it is
  * loaded or waited for (the owner lowers it to a failed unit, or to 0 to
  * close, then wakes the waiters). Knows nothing of iterators or of what
@@ -35,6 +42,8 @@ struct eachobs__window {
 	size_t w;
 	size_t n;                      /* units */
 	size_t step;                   /* releases between loader wake-ups */
+	size_t least;                  /* the least depth that may be set */
+	_Atomic size_t depth;          /* places in use: w, or fewer */
 	const _Atomic size_t *limit;   /* the owner's: the lowest unit not to
 					* load or wait for */
 	_Atomic size_t next_claim EACHOBS__ALIGNED; /* first unclaimed unit */
@@ -57,6 +66,18 @@ void eachobs__window_fini(struct eachobs__window *win);
 bool eachobs__window_claim(struct eachobs__window *win, size_t max,
 			   size_t bound, size_t workers, size_t *lo,
 			   size_t *hi);
+/* Before any loader runs: depths set later will be at least least (>= 1,
+ * at most w); the step falls to half of it. */
+void eachobs__window_allow_depth(struct eachobs__window *win, size_t least);
+/* Any thread: the places in use from now on, clamped to [least, w]. */
+void eachobs__window_set_depth(struct eachobs__window *win, size_t depth);
+
+/* The places in use now. */
+static inline size_t eachobs__window_depth(const struct eachobs__window *win)
+{
+	return atomic_load_explicit(&win->depth, memory_order_relaxed);
+}
+
 /* Whether unit i's place is free for it, without waiting. */
 bool eachobs__window_room(const struct eachobs__window *win, size_t i);
 /* Loader: wait until unit i's place is free for it, or i reached the

@@ -236,6 +236,7 @@ void eachobs__workers_totals(const struct eachobs__workers *ws,
 		t->getobs_ns += eachobs__stat_read(&w->getobs_ns);
 		t->idle_ns += eachobs__stat_read(&w->idle_ns);
 		t->steals += eachobs__stat_read(&w->steals);
+		t->room_ns += eachobs__stat_read(&w->room_ns);
 	}
 }
 

@@ -81,7 +81,7 @@ unsigned eachobs__workers_started(const struct eachobs__workers *ws);
 /* Every worker's statistics summed (their threads write them while they
  * run, so a getobs in progress may be missing). */
 struct eachobs__worker_totals {
-	uint64_t loaded, getobs_ns, idle_ns, steals;
+	uint64_t loaded, getobs_ns, idle_ns, steals, room_ns;
 };
 void eachobs__workers_totals(const struct eachobs__workers *ws,
 			     struct eachobs__worker_totals *t);

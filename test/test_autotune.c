@@ -33,6 +33,8 @@ struct ad {
 				 * switch_us */
 	unsigned switch_us;
 	unsigned before_us;     /* below switch_at, getobs sleeps this */
+	size_t tail_every;      /* index multiples of it also sleep */
+	unsigned tail_us;
 	pthread_t consumer;
 	atomic_long ncalls;     /* getobs calls begun */
 	atomic_long inflight;   /* getobs on worker threads now */
@@ -86,6 +88,8 @@ static int ad_getobs(void *ctx, size_t idx, void *obs)
 	}
 	if (d->sleep_us)
 		nap_us(d->sleep_us);
+	if (d->tail_every && idx % d->tail_every == 0)
+		nap_us(d->tail_us);
 	if (worker)
 		atomic_fetch_sub(&d->inflight, 1);
 	return 0;
@@ -406,6 +410,98 @@ ParameterizedTest(const struct mode *m, autotune,
 		     mode_name(m), eachobs_tune_reason_string(st.tune_reason));
 }
 
+ParameterizedTestParameters(autotune, a_consumer_that_never_waits_loads_less_far_ahead)
+{
+	return worker_mode_params();
+}
+
+ParameterizedTest(const struct mode *m, autotune,
+		  a_consumer_that_never_waits_loads_less_far_ahead)
+{
+	struct ad d;
+	eachobs_iter *it;
+	eachobs_stats st;
+	size_t k = 0, ahead = 0;
+	int rc;
+
+	ad_init(&d, 600);
+	d.sleep_us = 200;
+	eachobs_options o = { .executor = m->executor, .ordered = m->ordered,
+			      .nthreads = 16, .buffersize = 128,
+			      .autotune = true, .autotune_start = 8 };
+	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
+				ad_getobs, sizeof(size_t) }, &o), 0);
+	while ((rc = eachobs_next(it, NULL, NULL)) == 1) {
+		nap_us(2000);
+		/* The last third: what was loaded before the depth fell has
+		 * been taken. */
+		size_t begun = (size_t)atomic_load(&d.ncalls);
+		if (++k > 400 && begun - k > ahead)
+			ahead = begun - k;
+	}
+	cr_assert_eq(rc, 0);
+	cr_assert_eq(eachobs_get_stats(it, &st), 0);
+	eachobs_close(it);
+	free(d.calls);
+	cr_assert_eq(st.buffersize, 128);
+	cr_assert_leq(st.buffer_depth, st.buffersize);
+	if (test_under_memcheck())
+		return;
+	/* One or two threads feed it: the least depth, 16. */
+	cr_assert_lt(st.buffer_depth, 64, "%s: a depth of %zu for a consumer "
+		     "that never waits", mode_name(m), st.buffer_depth);
+	/* The depth, the threads' getobs in flight, the one taken. */
+	cr_assert_leq(ahead, st.buffer_depth + o.nthreads + 1,
+		      "%s: %zu getobs begun ahead of the consumer, depth %zu",
+		      mode_name(m), ahead, st.buffer_depth);
+}
+
+ParameterizedTestParameters(autotune, loaders_that_wait_for_room_behind_a_slow_unit_get_depth)
+{
+	static struct mode ordered[] = {
+		{ EACHOBS_THREADED, true },
+		{ EACHOBS_BACKGROUND, true },
+	};
+
+	return cr_make_param_array(struct mode, ordered, 2);
+}
+
+/* Ordered, every 64th unit takes 20 ms and the rest 100 us: loaders fill
+ * the window behind it and wait for room while the consumer waits. */
+ParameterizedTest(const struct mode *m, autotune,
+		  loaders_that_wait_for_room_behind_a_slow_unit_get_depth)
+{
+	struct ad d;
+	eachobs_iter *it;
+	eachobs_stats st;
+	int rc;
+
+	ad_init(&d, 3000);
+	d.sleep_us = 100;
+	d.tail_every = 64;
+	d.tail_us = 20000;
+	eachobs_options o = { .executor = m->executor, .ordered = true,
+			      .nthreads = 8, .buffersize = 64,
+			      .autotune = true, .autotune_start = 2 };
+	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
+				ad_getobs, sizeof(size_t) }, &o), 0);
+	cr_assert_eq(eachobs_get_stats(it, &st), 0);
+	size_t first = st.buffer_depth;
+	while ((rc = eachobs_next(it, NULL, NULL)) == 1)
+		;
+	cr_assert_eq(rc, 0);
+	cr_assert_eq(eachobs_get_stats(it, &st), 0);
+	eachobs_close(it);
+	free(d.calls);
+	cr_assert_eq(first, 16, "%s: the least depth for 2 threads",
+		     mode_name(m));
+	if (test_under_memcheck())
+		return;
+	cr_assert_eq(st.buffer_depth, 64, "%s: a depth of %zu behind slow "
+		     "units (%s)", mode_name(m), st.buffer_depth,
+		     eachobs_tune_reason_string(st.tune_reason));
+}
+
 Test(autotune, threads_past_those_loading_are_not_started)
 {
 	struct ad d;
@@ -478,7 +574,8 @@ Test(autotune, its_default_bound_lets_a_waiting_getobs_scale)
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
 	eachobs_close(it);
 	/* The default buffer of 64 threads: 4 a thread. */
-	cr_assert_geq(st.buffer_depth,
+	cr_assert_leq(st.buffer_depth, st.buffersize);
+	cr_assert_geq(st.buffersize,
 		      (size_t)EACHOBS_DEFAULT_BUFFER_PER_THREAD *
 			      EACHOBS_AUTOTUNE_THREADS);
 	free(d.calls);

@@ -6,8 +6,9 @@
  * with buffersize + producers + 1 items a producer holding a credit
  * always finds an empty one, wherever the consumer put it back; every
  * item put is taken once, each lane's in the order it was put; no lane
- * waits behind another for more than a streak; the halt word ends every
- * wait.
+ * waits behind another for more than a streak; a depth set lower bounds
+ * what waits to it, and one set higher again gives the credits back,
+ * from any thread; the halt word ends every wait.
  */
 #define _GNU_SOURCE
 #include "helpers.h"
@@ -142,15 +143,20 @@ struct run {
 	size_t *lane_of;          /* the lane each unit was put in */
 	_Atomic bool starved;     /* a loader with a credit found no item */
 	bool runs;                /* loaders move runs of up to 4 */
+	bool vary;                /* loader 0 moves the depth around */
 };
 
 static void *loader_main(void *arg)
 {
 	struct run *r = arg;
 	unsigned lane = atomic_fetch_add(&r->next_lane, 1);
+	unsigned seed = lane * 7919u + (unsigned)r->b;
 	void *run[4];
 
-	for (;;) {
+	for (size_t k = 0;; k++) {
+		if (r->vary && lane == 0 && k % 23 == 0)
+			eachobs__handoff_set_depth(&r->h,
+						   rand_r(&seed) % r->b + 1);
 		size_t want = r->runs ? 4 : 1;
 		size_t c = eachobs__handoff_take_credits(&r->h, want);
 		if (!c)
@@ -178,7 +184,8 @@ static void *loader_main(void *arg)
 	}
 }
 
-static void hand_over(size_t b, unsigned loaders, size_t n, bool runs)
+static void hand_over_at(size_t b, unsigned loaders, size_t n, bool runs,
+			 bool vary)
 {
 	/* The hand-off's members are cache-line aligned: so must r be. */
 	struct run *r = aligned_alloc(64, (sizeof(*r) + 63) / 64 * 64);
@@ -194,6 +201,7 @@ static void hand_over(size_t b, unsigned loaders, size_t n, bool runs)
 	r->n = n;
 	r->loaders = loaders;
 	r->runs = runs;
+	r->vary = vary;
 	r->got = calloc(n, sizeof(size_t));
 	r->lane_of = calloc(n, sizeof(size_t));
 	for (unsigned j = 0; j < LANES_MAX; j++)
@@ -237,6 +245,82 @@ static void hand_over(size_t b, unsigned loaders, size_t n, bool runs)
 	free(r->got);
 	free(r->lane_of);
 	free(r);
+}
+
+static void hand_over(size_t b, unsigned loaders, size_t n, bool runs)
+{
+	hand_over_at(b, loaders, n, runs, false);
+}
+
+/* Fill with credits and items, as far as they go: the count put. */
+static size_t fill(struct eachobs__handoff *h)
+{
+	size_t put = 0;
+
+	while (eachobs__handoff_try_take_credits(h, 1)) {
+		void *it = eachobs__handoff_try_get_free(h, 0);
+		cr_assert_not_null(it);
+		eachobs__handoff_publish(h, 0, &it, 1);
+		put++;
+	}
+	return put;
+}
+
+/* Take everything and give it back, settling what is owed (a consumer
+ * about to sleep; the halt word makes the wait return). */
+static size_t drain(struct eachobs__handoff *h, _Atomic size_t *halt)
+{
+	size_t got = 0;
+	void *it;
+
+	while ((it = eachobs__handoff_get_ready(h))) {
+		eachobs__handoff_put_free(h, it);
+		got++;
+	}
+	atomic_store(halt, 0);
+	eachobs__handoff_wait_ready(h, NULL, NULL);
+	atomic_store(halt, SIZE_MAX);
+	return got;
+}
+
+Test(handoff, a_lowered_depth_bounds_what_waits_and_a_raised_one_gives_it_back)
+{
+	_Atomic size_t halt = SIZE_MAX;
+	struct eachobs__handoff h;
+	size_t items[40];
+
+	init(&h, 32, 35, 2, &halt, items);
+	/* Lowered with every credit free: taken out at once. */
+	eachobs__handoff_set_depth(&h, 8);
+	cr_assert_eq(fill(&h), 8);
+	cr_assert_eq(drain(&h, &halt), 8);
+	cr_assert_eq(fill(&h), 8, "the depth held over a round");
+	drain(&h, &halt);
+	/* Raised: the withheld credits come back. */
+	eachobs__handoff_set_depth(&h, 24);
+	cr_assert_eq(fill(&h), 24);
+	/* Lowered while all of them wait: they stay until taken, and what
+	 * the consumer gives back is withheld down to the depth. */
+	eachobs__handoff_set_depth(&h, 4);
+	cr_assert_eq(drain(&h, &halt), 24);
+	cr_assert_eq(fill(&h), 4);
+	drain(&h, &halt);
+	/* Clamped to [1, buffersize]. */
+	eachobs__handoff_set_depth(&h, 0);
+	cr_assert_eq(fill(&h), 1);
+	drain(&h, &halt);
+	eachobs__handoff_set_depth(&h, 1000);
+	cr_assert_eq(fill(&h), 32);
+	eachobs__handoff_fini(&h);
+}
+
+Test(handoff, a_depth_that_moves_while_producers_wait_never_stalls)
+{
+	for (size_t b = 1; b <= 64; b *= 4)
+		for (unsigned p = 1; p <= 16; p *= 4) {
+			hand_over_at(b, p, 3000, false, true);
+			hand_over_at(b, p, 3000, true, true);
+		}
 }
 
 Test(handoff, every_item_is_taken_once_in_its_lanes_order_and_loaders_never_starve)

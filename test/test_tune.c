@@ -22,6 +22,12 @@ struct model {
 	double g_ns, cpu_share, starved;
 	double cap;   /* for the rates that saturate */
 	double fixed; /* the consumer's rate, for a fed consumer */
+	double room;  /* the loaders' share of time waiting for room */
+	/* Noise: the first interval judged at or past lucky_from loaders
+	 * is lucky_by faster than the rate says (0: none). */
+	unsigned lucky_from;
+	double lucky_by;
+	bool lucky_spent;
 	struct eachobs__tune_sample s;
 };
 
@@ -54,12 +60,19 @@ static unsigned step(struct eachobs__tune *t, struct model *m)
 		ns = due - m->s.now_ns;
 	double loads = m->rate(m, a) * ns / 1e9;
 
+	if (m->lucky_from && a >= m->lucky_from && !m->lucky_spent &&
+	    !t->settling) {
+		loads *= 1 + m->lucky_by;
+		m->lucky_spent = true;
+	}
+
 	m->s.now_ns += ns;
 	m->s.loaded += (uint64_t)loads;
 	m->s.worker_loaded += (uint64_t)loads;
 	m->s.getobs_ns += (uint64_t)(loads * m->g_ns);
 	m->s.cpu_ns += (uint64_t)(loads * m->g_ns * m->cpu_share);
 	m->s.starved_ns += (uint64_t)(m->starved * ns);
+	m->s.room_ns += (uint64_t)(m->room * a * ns);
 	cr_assert(eachobs__tune_due(t, m->s.now_ns),
 		  "a decision is due after an interval");
 	unsigned want = eachobs__tune_decide(t, &m->s);
@@ -70,8 +83,11 @@ static unsigned step(struct eachobs__tune *t, struct model *m)
 static void start(struct eachobs__tune *t, struct model *m, unsigned bound,
 		  unsigned cpus, unsigned first)
 {
+	/* The library's unbatched defaults, within a buffer of 256. */
+	struct eachobs__tune_depth dp = { 256, 4, 16 };
+
 	m->s = (struct eachobs__tune_sample){ .now_ns = 1000000000 };
-	eachobs__tune_init(t, bound, cpus, first, &m->s);
+	eachobs__tune_init(t, bound, cpus, first, &m->s, &dp);
 }
 
 /* k intervals; the loaders active after them. */
@@ -173,6 +189,114 @@ Test(tune, a_computing_getobs_that_gains_nothing_stays_at_the_cpus)
 	cr_assert_eq(atomic_load(&t.reason), EACHOBS_TUNE_CPU_BOUND);
 }
 
+Test(tune, a_step_past_the_cpus_that_paid_once_by_chance_is_undone)
+{
+	struct eachobs__tune t;
+	/* One CPU for loaders; more give nothing, but the first interval
+	 * judged at 2 or more is 6 % faster by chance. */
+	struct model m = {
+		.rate = saturating,
+		.g_ns = 1e5,
+		.cpu_share = 1.0,
+		.starved = 1.0,
+		.cap = 10000,
+		.lucky_from = 2,
+		.lucky_by = 0.06,
+	};
+
+	start(&t, &m, 64, 1, 1);
+	unsigned a = run(&t, &m, 60);
+	cr_assert(m.lucky_spent, "the model's lucky interval was judged");
+	cr_assert_eq(a, 1, "%u loaders for a getobs that gains nothing past "
+		     "one CPU", a);
+	cr_assert_eq(atomic_load(&t.reason), EACHOBS_TUNE_CPU_BOUND);
+}
+
+Test(tune, loaders_past_the_cpus_that_do_not_pay_are_given_back)
+{
+	struct eachobs__tune t;
+	/* Two CPUs, started at 8: the rate is the same from 2 on. */
+	struct model m = {
+		.rate = saturating,
+		.g_ns = 1e6,
+		.cpu_share = 1.0,
+		.starved = 1.0,
+		.cap = 2000,
+	};
+
+	start(&t, &m, 64, 2, 8);
+	unsigned a = run(&t, &m, 60);
+	cr_assert_eq(a, 2, "%u loaders where 2 give the same rate as 8", a);
+}
+
+Test(tune, loaders_past_the_cpus_that_pay_are_kept)
+{
+	struct eachobs__tune t;
+	/* Past the CPUs the rate still rises (the hand-off sleeps less):
+	 * 16 reach the most, and fewer are clearly slower. */
+	struct model m = {
+		.rate = saturating,
+		.g_ns = 1e5,
+		.cpu_share = 1.0,
+		.starved = 1.0,
+		.cap = 160000,
+	};
+
+	start(&t, &m, 64, 2, 2);
+	unsigned a = run(&t, &m, 80);
+	cr_assert(a >= 16 && a < 32, "%u loaders for a rate that rises "
+		  "up to 16", a);
+}
+
+Test(tune, the_depth_follows_the_loaders_within_its_bound)
+{
+	struct eachobs__tune t;
+	struct model m = {
+		.rate = linear,
+		.g_ns = 5e6,
+		.cpu_share = 0.01,
+		.starved = 1.0,
+	};
+
+	start(&t, &m, 64, 2, 2);
+	cr_assert_eq(eachobs__tune_depth(&t), 16, "the least depth at 2");
+	for (int i = 0; i < 40; i++) {
+		step(&t, &m);
+		size_t d = eachobs__tune_depth(&t);
+		cr_assert_leq(d, 256, "a depth past its bound");
+		cr_assert_geq(d, 16, "a depth below its least");
+	}
+	cr_assert_eq(eachobs__tune_active(&t), 64);
+	cr_assert_eq(eachobs__tune_depth(&t), 256, "4 units a loader");
+}
+
+Test(tune, a_consumer_that_waits_while_loaders_wait_for_room_gets_depth)
+{
+	struct eachobs__tune t;
+	/* Ordered with a slow unit now and then: the loaders wait for room
+	 * behind it a third of the time, and the consumer waits too. */
+	struct model m = {
+		.rate = saturating,
+		.g_ns = 5e6,
+		.cpu_share = 0.01,
+		.starved = 0.5,
+		.cap = 100,
+		.room = 0.3,
+	};
+
+	start(&t, &m, 64, 2, 2);
+	size_t before = eachobs__tune_depth(&t);
+	run(&t, &m, 40);
+	cr_assert_eq(eachobs__tune_depth(&t), 256, "the depth went from %zu "
+		     "to %zu, not to its bound", before,
+		     eachobs__tune_depth(&t));
+	cr_assert_eq(atomic_load(&t.reason), EACHOBS_TUNE_MEMORY_BOUND);
+	/* No room waits any more: the depth stays what was learnt. */
+	m.room = 0;
+	run(&t, &m, 10);
+	cr_assert_eq(eachobs__tune_depth(&t), 256);
+}
+
 Test(tune, a_getobs_that_changes_cost_is_followed)
 {
 	struct eachobs__tune t;
@@ -269,7 +393,7 @@ static void park_one(struct eachobs__tune *t, struct parker *p,
 {
 	struct eachobs__tune_sample s = { .now_ns = 1 };
 
-	eachobs__tune_init(t, 8, 2, 1, &s);
+	eachobs__tune_init(t, 8, 2, 1, &s, NULL);
 	*p = (struct parker){ .t = t, .self = self, .result = -1 };
 	cr_assert_eq(pthread_create(th, NULL, park_main, p), 0);
 	while (!atomic_load(&p->ready))

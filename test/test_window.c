@@ -97,6 +97,8 @@ struct run {
 	_Atomic size_t in_flight; /* loaded or being loaded, not released */
 	_Atomic size_t most;
 	unsigned seed;
+	size_t depth;             /* 0: w throughout */
+	bool vary;                /* loader 0 moves the depth around it */
 };
 
 static void note_most(struct run *r, size_t now)
@@ -111,11 +113,15 @@ static void *loader_main(void *arg)
 {
 	struct run *r = arg;
 	unsigned seed = r->seed ^ (unsigned)(uintptr_t)pthread_self();
-	size_t lo, hi;
+	size_t lo, hi, k = 0;
 
 	while (eachobs__window_claim(&r->win, r->chunk, SIZE_MAX, r->loaders,
 				     &lo, &hi)) {
 		for (size_t i = lo; i < hi; i++) {
+			/* Any thread may set the depth, while others wait. */
+			if (r->vary && ++k % 37 == 0)
+				eachobs__window_set_depth(&r->win,
+							  rand_r(&seed) % r->win.w + 1);
 			if (!eachobs__window_room(&r->win, i))
 				eachobs__window_wait_room(&r->win, i);
 			if (i >= atomic_load(&r->limit))
@@ -131,14 +137,21 @@ static void *loader_main(void *arg)
 	return NULL;
 }
 
-static void run_window(size_t w, unsigned loaders, size_t chunk, size_t n)
+static void run_window_at(size_t w, unsigned loaders, size_t chunk, size_t n,
+			  size_t depth, bool vary)
 {
 	struct run r = { .n = n, .loaders = loaders, .chunk = chunk,
-			 .seed = (unsigned)(w * 131 + loaders * 7 + chunk) };
+			 .seed = (unsigned)(w * 131 + loaders * 7 + chunk),
+			 .depth = depth, .vary = vary };
 	pthread_t th[16];
+	size_t bound = depth && !vary ? depth : w;
 
 	atomic_init(&r.limit, SIZE_MAX);
 	cr_assert_eq(eachobs__window_init(&r.win, w, n, &r.limit), 0);
+	if (depth) {
+		eachobs__window_allow_depth(&r.win, vary ? 1 : depth);
+		eachobs__window_set_depth(&r.win, depth);
+	}
 	r.place_holds = calloc(w, sizeof(size_t));
 	for (unsigned i = 0; i < loaders; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, loader_main, &r), 0);
@@ -154,11 +167,16 @@ static void run_window(size_t w, unsigned loaders, size_t chunk, size_t n)
 	}
 	for (unsigned i = 0; i < loaders; i++)
 		pthread_join(th[i], NULL);
-	cr_assert_leq(atomic_load(&r.most), w,
-		      "W %zu P %u: %zu units at once", w, loaders,
-		      atomic_load(&r.most));
+	cr_assert_leq(atomic_load(&r.most), bound,
+		      "W %zu depth %zu P %u: %zu units at once", w, depth,
+		      loaders, atomic_load(&r.most));
 	eachobs__window_fini(&r.win);
 	free(r.place_holds);
+}
+
+static void run_window(size_t w, unsigned loaders, size_t chunk, size_t n)
+{
+	run_window_at(w, loaders, chunk, n, 0, false);
 }
 
 Test(window, loaders_hold_at_most_w_units_and_the_consumer_never_stalls)
@@ -169,6 +187,42 @@ Test(window, loaders_hold_at_most_w_units_and_the_consumer_never_stalls)
 		for (unsigned p = 1; p <= 8; p *= 2)
 			for (size_t chunk = 1; chunk <= 4; chunk *= 4)
 				run_window(ws[a], p, chunk, 2000);
+}
+
+Test(window, a_lowered_depth_bounds_the_units_loaded_ahead_and_never_stalls)
+{
+	static const size_t depths[] = { 1, 2, 5, 16 };
+
+	for (size_t a = 0; a < sizeof(depths) / sizeof(depths[0]); a++)
+		for (unsigned p = 1; p <= 8; p *= 2)
+			for (size_t chunk = 1; chunk <= 4; chunk *= 4)
+				run_window_at(33, p, chunk, 2000, depths[a],
+					      false);
+}
+
+Test(window, a_depth_that_moves_while_loaders_wait_never_stalls)
+{
+	for (unsigned p = 1; p <= 8; p *= 2)
+		for (size_t chunk = 1; chunk <= 4; chunk *= 4)
+			run_window_at(33, p, chunk, 3000, 33, true);
+}
+
+Test(window, a_raised_depth_frees_places_at_once)
+{
+	struct eachobs__window win;
+
+	cr_assert_eq(eachobs__window_init(&win, 8, 100, &no_limit), 0);
+	eachobs__window_allow_depth(&win, 2);
+	eachobs__window_set_depth(&win, 3);
+	cr_assert(eachobs__window_room(&win, 2));
+	cr_assert_not(eachobs__window_room(&win, 3), "past the depth");
+	eachobs__window_set_depth(&win, 1); /* below the least: 2 */
+	cr_assert(eachobs__window_room(&win, 1));
+	cr_assert_not(eachobs__window_room(&win, 2));
+	eachobs__window_set_depth(&win, 100); /* past w: w */
+	cr_assert(eachobs__window_room(&win, 7));
+	cr_assert_not(eachobs__window_room(&win, 8));
+	eachobs__window_fini(&win);
 }
 
 /* ---- failure and close ------------------------------------------------ */

@@ -653,7 +653,7 @@ static PyObject *Loader_stats(Loader *L, PyObject *unused)
 	eachobs_get_stats(it, &s);
 	consumer_leave(L);
 	return Py_BuildValue(
-		"{sKsKsKsKsKsKsKsKsKsKsnsIsKsIsIsssn}", "yielded", s.yielded,
+		"{sKsKsKsKsKsKsKsKsKsKsnsIsKsIsIsssnsn}", "yielded", s.yielded,
 		"batches", s.batches, "skipped", s.skipped, "loaded", s.loaded,
 		"loaded_by_consumer", s.loaded_by_consumer, "consumer_wait_ns",
 		s.consumer_wait_ns, "consumer_getobs_ns", s.consumer_getobs_ns,
@@ -662,7 +662,8 @@ static PyObject *Loader_stats(Loader *L, PyObject *unused)
 		(Py_ssize_t)s.max_waiting, "nworkers", s.nworkers, "failures",
 		s.skipped, "nloading", s.nloading, "max_loading", s.max_loading,
 		"tune_reason", eachobs_tune_reason_string(s.tune_reason),
-		"buffer_depth", (Py_ssize_t)s.buffer_depth);
+		"buffer_depth", (Py_ssize_t)s.buffer_depth, "buffersize",
+		(Py_ssize_t)s.buffersize);
 }
 
 static PyObject *Loader_blocks(Loader *L, PyObject *unused)

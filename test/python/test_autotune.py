@@ -65,6 +65,7 @@ def test_a_waiting_getitem_gets_more_threads_than_the_cpus():
     assert most > len(os.sched_getaffinity(0)), st
     assert st["max_loading"] <= 32
     assert st["tune_reason"], st
+    assert 1 <= st["buffer_depth"] <= st["buffersize"], st
 
 
 def test_stats_say_what_it_chose():
@@ -75,4 +76,6 @@ def test_stats_say_what_it_chose():
     assert st["nloading"] == st["nworkers"]
     assert st["tune_reason"] == "not autotuned"
     assert st["buffer_depth"] > 0
+    # Without autotune, all of the buffer is in use.
+    assert st["buffer_depth"] == st["buffersize"]
     loader.close()
