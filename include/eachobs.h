@@ -276,7 +276,8 @@ typedef struct eachobs_options {
 	 *  why. */
 	bool autotune;
 	/** With autotune, the threads loading at first; 0: what the last
-	 *  autotuned iterator on pool ended with, else the CPUs. Passing the
+	 *  autotuned iterator on pool ended with, else the CPUs (under
+	 *  THREADED one fewer: the consumer loads too). Passing the
 	 *  previous epoch's eachobs_stats.nloading starts where it ended. */
 	unsigned autotune_start;
 	/** Streams only (eachobs_stream_parallel(), since 0.5;

@@ -469,15 +469,16 @@ static void plan_loader(eachobs_iter *it)
 static int plan_tuning(eachobs_iter *it, const eachobs_options *o,
 		       unsigned workers)
 {
-	unsigned ncpus = eachobs__default_threads(), cpus = ncpus;
+	unsigned cpus = eachobs__default_threads();
 	unsigned start = o->autotune_start;
 
 	if (it->executor == EACHOBS_THREADED && cpus > 1)
 		cpus--;
 	if (!start && o->pool)
 		start = eachobs__lender_learned(o->pool);
+	/* Under THREADED the consumer is the other loader. */
 	if (!start)
-		start = ncpus;
+		start = cpus;
 	/* How far ahead: what the default buffersize gives that many
 	 * loaders, within the buffersize in force. */
 	struct eachobs__tune_depth dp = {

@@ -120,6 +120,7 @@ struct interval {
 	double cpu;     /* the loaders' CPU time over their getobs time */
 	bool computes;  /* getobs uses its CPU more than it waits */
 	double starved; /* the consumer's share of time waiting or loading */
+	double waited;  /* of that, waiting */
 	double room;    /* the loaders' share of time waiting for room */
 };
 
@@ -263,13 +264,14 @@ static unsigned starved(struct eachobs__tune *t, const struct interval *v,
 }
 
 /* How far ahead to load for `want` loaders; deeper, up to the bound,
- * when loaders waited for room while the consumer waited. */
+ * when loaders waited for room while the consumer waited (a THREADED
+ * consumer that loads itself meanwhile leaves them no room, rightly). */
 static void deepen(struct eachobs__tune *t, const struct interval *v,
 		   unsigned want, unsigned *reason)
 {
 	size_t d = eachobs__tune_depth(t);
 
-	if (v->starved > STARVED && v->room > ROOM_SHARE) {
+	if (v->waited > STARVED && v->room > ROOM_SHARE) {
 		if (d >= t->dp.bound && want == eachobs__tune_active(t))
 			*reason = EACHOBS_TUNE_MEMORY_BOUND;
 		t->deepest = d >= t->dp.bound / 2 ? t->dp.bound : 2 * d;
@@ -325,6 +327,7 @@ unsigned eachobs__tune_decide(struct eachobs__tune *t,
 	 * time says (it grows with the threads that share the CPUs). */
 	v.computes = v.cpu > 0.5 || cpu_ns > 0.75 * t->cpus * (double)v.ns;
 	v.starved = (double)diff(s->starved_ns, l->starved_ns) / (double)v.ns;
+	v.waited = (double)diff(s->waited_ns, l->waited_ns) / (double)v.ns;
 	v.room = (double)diff(s->room_ns, l->room_ns) / ((double)a * v.ns);
 	reason = atomic_load_explicit(&t->reason, memory_order_relaxed);
 	follow_cost(t, v.g);

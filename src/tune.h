@@ -20,7 +20,8 @@
  *     row (a cache that warms, a second phase) forgets what was learnt.
  *   - How far ahead it loads (the depth: loaded units that may wait for
  *     the consumer) follows the loaders, a few units each, and doubles,
- *     up to its bound, while the consumer waits as loaders wait for room
+ *     up to its bound, while the consumer waits (not loads) as loaders
+ *     wait for room
  *     (ordered: a slow unit holds the window's head).
  *
  * Knows nothing of iterators or threads: loaders read `active` (those with
@@ -45,6 +46,7 @@ struct eachobs__tune_sample {
 	uint64_t getobs_ns;     /* the loaders' time inside getobs */
 	uint64_t cpu_ns;        /* the loaders' CPU time, all of it */
 	uint64_t starved_ns;    /* the consumer's time waiting or loading */
+	uint64_t waited_ns;     /* of that, waiting */
 	uint64_t room_ns;       /* the loaders' time waiting for room */
 };
 

@@ -62,7 +62,8 @@ static void sample(eachobs_iter *it, uint64_t now,
 		.room_ns = w.room_ns,
 		.loaded = w.loaded + eachobs__stat_read(&it->cstats.loaded),
 	};
-	s->starved_ns = eachobs__idle_until(&it->cstats, now) +
+	s->waited_ns = eachobs__idle_until(&it->cstats, now);
+	s->starved_ns = s->waited_ns +
 			eachobs__stat_read(&it->cstats.getobs_ns);
 	if (it->tuning)
 		s->cpu_ns = loaders_cpu(it->tuning);

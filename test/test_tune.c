@@ -72,6 +72,7 @@ static unsigned step(struct eachobs__tune *t, struct model *m)
 	m->s.getobs_ns += (uint64_t)(loads * m->g_ns);
 	m->s.cpu_ns += (uint64_t)(loads * m->g_ns * m->cpu_share);
 	m->s.starved_ns += (uint64_t)(m->starved * ns);
+	m->s.waited_ns += (uint64_t)(m->starved * ns);
 	m->s.room_ns += (uint64_t)(m->room * a * ns);
 	cr_assert(eachobs__tune_due(t, m->s.now_ns),
 		  "a decision is due after an interval");
