@@ -33,6 +33,9 @@
 /* There, a step down stands when throughput fell by less than KEEP_LOSS:
  * the fewest loaders within that of the rate. */
 #define KEEP_LOSS 0.02
+/* Either verdict there stands only when a second interval agrees, but
+ * a step up that raised throughput by CLEAR past the noise needs none. */
+#define CLEAR 0.15
 /* The depth doubles when the consumer is starved while the loaders spend
  * more than ROOM_SHARE of their time waiting for room. */
 #define ROOM_SHARE 0.1
@@ -88,6 +91,8 @@ void eachobs__tune_init(struct eachobs__tune *t, unsigned bound,
 	t->lose = 0;
 	t->confirm_from = 0;
 	t->confirm_rate = 0;
+	t->down_from = 0;
+	t->down_rate = 0;
 	t->probing = false;
 	t->dp = dp ? *dp : (struct eachobs__tune_depth){ 1, 0, 1 };
 	if (t->dp.bound < 1)
@@ -141,6 +146,7 @@ static void follow_cost(struct eachobs__tune *t, double g)
 	t->at_plateau = 0;
 	t->lose = 0;
 	t->confirm_from = 0;
+	t->down_from = 0;
 	t->probing = false;
 }
 
@@ -187,11 +193,25 @@ static bool judged(struct eachobs__tune *t, const struct interval *v,
 	if (t->probing) {
 		t->probing = false;
 		if (v->rate >= t->prev_rate * (1 - KEEP_LOSS)) {
-			t->bad = t->prev;
+			/* Hold it for a second look. */
+			t->down_from = t->prev;
+			t->down_rate = t->prev_rate;
 			*to = a;
 		} else {
 			t->lose = a;
 			*to = t->prev;
+		}
+		return true;
+	}
+	if (t->down_from) {
+		unsigned from = t->down_from;
+		t->down_from = 0;
+		if (v->rate >= t->down_rate * (1 - KEEP_LOSS)) {
+			t->bad = from;
+			*to = a;
+		} else {
+			t->lose = a;
+			*to = from;
 		}
 		return true;
 	}
@@ -204,7 +224,7 @@ static bool judged(struct eachobs__tune *t, const struct interval *v,
 		*to = t->prev;
 		return true;
 	}
-	if (past) {
+	if (past && v->rate < t->prev_rate * (1 + CLEAR)) {
 		/* One interval's rise past the CPUs may be noise: hold the
 		 * count for a second one. */
 		t->confirm_from = t->prev;
@@ -272,7 +292,9 @@ static void deepen(struct eachobs__tune *t, const struct interval *v,
 	size_t d = eachobs__tune_depth(t);
 
 	if (v->waited > STARVED && v->room > ROOM_SHARE) {
-		if (d >= t->dp.bound && want == eachobs__tune_active(t))
+		/* A getobs that computes explains the waits better. */
+		if (d >= t->dp.bound && want == eachobs__tune_active(t) &&
+		    *reason != EACHOBS_TUNE_CPU_BOUND)
 			*reason = EACHOBS_TUNE_MEMORY_BOUND;
 		t->deepest = d >= t->dp.bound / 2 ? t->dp.bound : 2 * d;
 	}
@@ -346,6 +368,7 @@ unsigned eachobs__tune_decide(struct eachobs__tune *t,
 	if (v.starved <= STARVED) {
 		/* A verdict needs a starved interval: a fed one ends it. */
 		t->confirm_from = 0;
+		t->down_from = 0;
 		t->probing = false;
 	}
 	want = want < 1 ? 1 : want > t->bound ? t->bound : want;

@@ -14,8 +14,9 @@
  *     load takes is the loads that must be in flight), with a quarter more
  *     for the variance, giving back at most half of them a step.
  *   - Past the CPUs, a computing getobs's step up stands only when a
- *     second interval confirms it, and a count there is probed downwards
- *     now and then: the fewest loaders within a little of the rate stay.
+ *     second interval confirms it (unless it rose far past the noise),
+ *     and a count there is probed downwards: fewer loaders stay when two
+ *     intervals find them within a little of the rate.
  *   - A getobs whose cost moves by more than a third for two intervals in a
  *     row (a cache that warms, a second phase) forgets what was learnt.
  *   - How far ahead it loads (the depth: loaded units that may wait for
@@ -90,6 +91,9 @@ struct eachobs__tune {
 				* interval (0: none) */
 	double confirm_rate;   /* the rate it must still beat */
 	bool probing;       /* the last change was a step down to try */
+	unsigned down_from; /* a step down from here awaits its second
+			     * interval (0: none) */
+	double down_rate;   /* the rate it must stay near */
 	/* The depth. */
 	_Atomic size_t depth; /* in use now (for the owner and its stats) */
 	struct eachobs__tune_depth dp;
