@@ -105,6 +105,17 @@ static void ad_init(struct ad *d, size_t n)
 	cr_assert_not_null(d->calls);
 }
 
+/* An iterator over d with o (which must start). */
+static eachobs_iter *ad_start(struct ad *d, const eachobs_options *o)
+{
+	eachobs_iter *it;
+
+	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ d, ad_numobs,
+				ad_getobs, sizeof(size_t) }, o), 0,
+		     "%s", eachobs_last_error());
+	return it;
+}
+
 /* What one run saw, beside what the checks below assert on the way. */
 struct seen {
 	size_t yielded;
@@ -313,8 +324,7 @@ static void two_parts(const struct mode *m, unsigned before_us,
 	eachobs_options o = { .executor = m->executor, .ordered = m->ordered,
 			      .nthreads = 64, .buffersize = 8,
 			      .autotune = true };
-	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
-				ad_getobs, sizeof(size_t) }, &o), 0);
+	it = ad_start(&d, &o);
 	*most = 0;
 	*fewest = UINT_MAX;
 	while ((rc = eachobs_next(it, NULL, NULL)) == 1) {
@@ -390,8 +400,7 @@ ParameterizedTest(const struct mode *m, autotune,
 	eachobs_options o = { .executor = m->executor, .ordered = m->ordered,
 			      .nthreads = 16, .buffersize = 4,
 			      .autotune = true, .autotune_start = 8 };
-	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
-				ad_getobs, sizeof(size_t) }, &o), 0);
+	it = ad_start(&d, &o);
 	while ((rc = eachobs_next(it, NULL, NULL)) == 1)
 		nap_us(2000); /* 500 items a second; one thread loads 5000 */
 	cr_assert_eq(rc, 0);
@@ -429,8 +438,7 @@ ParameterizedTest(const struct mode *m, autotune,
 	eachobs_options o = { .executor = m->executor, .ordered = m->ordered,
 			      .nthreads = 16, .buffersize = 128,
 			      .autotune = true, .autotune_start = 8 };
-	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
-				ad_getobs, sizeof(size_t) }, &o), 0);
+	it = ad_start(&d, &o);
 	while ((rc = eachobs_next(it, NULL, NULL)) == 1) {
 		nap_us(2000);
 		/* The last third: what was loaded before the depth fell has
@@ -483,8 +491,7 @@ ParameterizedTest(const struct mode *m, autotune,
 	eachobs_options o = { .executor = m->executor, .ordered = true,
 			      .nthreads = 8, .buffersize = 64,
 			      .autotune = true, .autotune_start = 2 };
-	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
-				ad_getobs, sizeof(size_t) }, &o), 0);
+	it = ad_start(&d, &o);
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
 	size_t first = st.buffer_depth;
 	while ((rc = eachobs_next(it, NULL, NULL)) == 1)
@@ -512,8 +519,7 @@ Test(autotune, threads_past_those_loading_are_not_started)
 	eachobs_options o = { .nthreads = 64, .autotune = true,
 			      .autotune_start = 2,
 			      .executor = EACHOBS_BACKGROUND };
-	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
-				ad_getobs, sizeof(size_t) }, &o), 0);
+	it = ad_start(&d, &o);
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
 	/* No decision yet: the consumer has not waited. */
 	cr_assert_eq(st.nworkers, 2, "%u threads started for 2 loading",
@@ -532,8 +538,7 @@ Test(autotune, serial_ignores_it)
 
 	ad_init(&d, 10);
 	eachobs_options o = { .executor = EACHOBS_SERIAL, .autotune = true };
-	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
-				ad_getobs, sizeof(size_t) }, &o), 0);
+	it = ad_start(&d, &o);
 	while (eachobs_next(it, NULL, NULL) == 1)
 		;
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
@@ -567,8 +572,7 @@ Test(autotune, its_default_bound_lets_a_waiting_getobs_scale)
 
 	ad_init(&d, 10);
 	eachobs_options o = { .autotune = true, .autotune_start = 1 };
-	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
-				ad_getobs, sizeof(size_t) }, &o), 0);
+	it = ad_start(&d, &o);
 	while (eachobs_next(it, NULL, NULL) == 1)
 		;
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
@@ -589,8 +593,7 @@ Test(autotune, without_it_the_stats_say_every_thread_loads)
 
 	ad_init(&d, 100);
 	eachobs_options o = { .nthreads = 3, .buffersize = 5 };
-	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
-				ad_getobs, sizeof(size_t) }, &o), 0);
+	it = ad_start(&d, &o);
 	while (eachobs_next(it, NULL, NULL) == 1)
 		;
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
@@ -618,8 +621,7 @@ Test(autotune, a_pool_remembers_what_the_last_iterator_learnt)
 	eachobs_options o = { .pool = pool, .autotune = true,
 			      .autotune_start = 8, .buffersize = 4,
 			      .executor = EACHOBS_BACKGROUND };
-	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
-				ad_getobs, sizeof(size_t) }, &o), 0);
+	it = ad_start(&d, &o);
 	while (eachobs_next(it, NULL, NULL) == 1)
 		nap_us(2000);
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
@@ -629,8 +631,7 @@ Test(autotune, a_pool_remembers_what_the_last_iterator_learnt)
 		cr_assert_lt(learnt, 8);
 
 	o.autotune_start = 0;
-	cr_assert_eq(eachobs_parallel(&it, &(eachobs_dataset){ &d, ad_numobs,
-				ad_getobs, sizeof(size_t) }, &o), 0);
+	it = ad_start(&d, &o);
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
 	/* Unless a decision came first (a slow machine), it starts there. */
 	if (st.tune_reason == EACHOBS_TUNE_STARTING)

@@ -49,6 +49,14 @@ static double consumer(const struct model *m, unsigned a)
 	return m->fixed;
 }
 
+/* A getobs that computes (all of its time on a CPU), g_ns a load, the
+ * rate saturating at cap, and a consumer that always waits. */
+static struct model computing(double g_ns, double cap)
+{
+	return (struct model){ .rate = saturating, .g_ns = g_ns,
+			       .cpu_share = 1.0, .starved = 1.0, .cap = cap };
+}
+
 /* One interval at the active count: returns what decide() wants, then
  * commits it (as the owner does, with every thread it asks for). */
 static unsigned step(struct eachobs__tune *t, struct model *m)
@@ -177,13 +185,7 @@ Test(tune, a_computing_getobs_that_gains_nothing_stays_at_the_cpus)
 {
 	struct eachobs__tune t;
 	/* Two CPUs: two loaders give all there is. */
-	struct model m = {
-		.rate = saturating,
-		.g_ns = 1e6,
-		.cpu_share = 1.0,
-		.starved = 1.0,
-		.cap = 2000,
-	};
+	struct model m = computing(1e6, 2000);
 
 	start(&t, &m, 64, 2, 2);
 	cr_assert_eq(run(&t, &m, 40), 2);
@@ -195,15 +197,10 @@ Test(tune, a_step_past_the_cpus_that_paid_once_by_chance_is_undone)
 	struct eachobs__tune t;
 	/* One CPU for loaders; more give nothing, but the first interval
 	 * judged at 2 or more is 6 % faster by chance. */
-	struct model m = {
-		.rate = saturating,
-		.g_ns = 1e5,
-		.cpu_share = 1.0,
-		.starved = 1.0,
-		.cap = 10000,
-		.lucky_from = 2,
-		.lucky_by = 0.06,
-	};
+	struct model m = computing(1e5, 10000);
+
+	m.lucky_from = 2;
+	m.lucky_by = 0.06;
 
 	start(&t, &m, 64, 1, 1);
 	unsigned a = run(&t, &m, 60);
@@ -217,13 +214,7 @@ Test(tune, loaders_past_the_cpus_that_do_not_pay_are_given_back)
 {
 	struct eachobs__tune t;
 	/* Two CPUs, started at 8: the rate is the same from 2 on. */
-	struct model m = {
-		.rate = saturating,
-		.g_ns = 1e6,
-		.cpu_share = 1.0,
-		.starved = 1.0,
-		.cap = 2000,
-	};
+	struct model m = computing(1e6, 2000);
 
 	start(&t, &m, 64, 2, 8);
 	unsigned a = run(&t, &m, 60);
@@ -235,13 +226,7 @@ Test(tune, loaders_past_the_cpus_that_pay_are_kept)
 	struct eachobs__tune t;
 	/* Past the CPUs the rate still rises (the hand-off sleeps less):
 	 * 16 reach the most, and fewer are clearly slower. */
-	struct model m = {
-		.rate = saturating,
-		.g_ns = 1e5,
-		.cpu_share = 1.0,
-		.starved = 1.0,
-		.cap = 160000,
-	};
+	struct model m = computing(1e5, 160000);
 
 	start(&t, &m, 64, 2, 2);
 	unsigned a = run(&t, &m, 80);
