@@ -103,7 +103,9 @@ int eachobs__tuning_init(eachobs_iter *it, unsigned workers, unsigned start,
 	sample(it, eachobs__now_ns(), &first);
 	eachobs__tune_init(&tn->tune, workers, cpus, start, &first, dp);
 	tn->least = dp->least < dp->bound ? dp->least : dp->bound;
-	tn->depth = dp->bound; /* what the mode started with */
+	/* Always once before the workers run, whatever the depth: the
+	 * mode learns the least depth here (set_depth's contract). */
+	tn->depth = 0;
 	apply_depth(it);
 	return 0;
 }
