@@ -61,6 +61,7 @@ static void *take_over(void *item)
  *   4: the consumer gives credits back only a buffer's worth at a time,
  *      and not before it sleeps
  *   5: a depth that rises again gives back no withheld credit
+ *   6: the consumer keeps empty items back beyond the credits it owes
  */
 #ifndef EACHOBS__BREAK
 #define EACHOBS__BREAK 0
@@ -180,31 +181,69 @@ void eachobs__handoff_wake(struct eachobs__handoff *h)
 
 /* ---- empty items ------------------------------------------------------ */
 
-static void *dequeue_free(ck_ring_t *r, ck_ring_buffer_t *buf)
+/*
+ * Up to k entries of a ring several threads take from, with one
+ * compare-and-swap: what ck_ring_dequeue_spmc does for one entry (the
+ * same loads, fences and head), for a run. A producer taking its run's
+ * items one at a time paid a locked instruction and a look at the
+ * consumer's tail per item, the dearest part of its hand-off.
+ */
+static unsigned dequeue_free_run(ck_ring_t *r, ck_ring_buffer_t *buf,
+				 void **out, unsigned k)
 {
-	void *item;
+	unsigned c = ck_pr_load_uint(&r->c_head), n;
 
-	if (!ck_ring_dequeue_spmc(r, buf, &item))
-		return NULL;
-	return take_over(item);
+	do {
+		ck_pr_fence_load();
+		n = ck_pr_load_uint(&r->p_tail) - c;
+		if (n == 0)
+			return 0;
+		if (n > k)
+			n = k;
+		ck_pr_fence_load();
+		for (unsigned i = 0; i < n; i++)
+			out[i] = buf[(c + i) & r->mask].value;
+		ck_pr_fence_store_atomic();
+	} while (!ck_pr_cas_uint_value(&r->c_head, c, c + n, &c));
+	for (unsigned i = 0; i < n; i++)
+		take_over(out[i]);
+	return n;
 }
 
 /* Its own lane first: nobody else takes from there unless it ran dry, so
  * its line stays with the producer. */
+static size_t try_get_free_run(struct eachobs__handoff *h, unsigned lane,
+			       void **out, size_t k)
+{
+	unsigned want = k < UINT_MAX ? (unsigned)k : UINT_MAX;
+	unsigned got = dequeue_free_run(&h->lanes[lane].free,
+					h->lanes[lane].free_buf, out, want);
+
+	if (got < want)
+		got += dequeue_free_run(&h->spare, h->spare_buf, out + got,
+					want - got);
+	for (unsigned j = 1; EACHOBS__BREAK != 2 && got < want && j < h->nlanes;
+	     j++) {
+		struct eachobs__lane *l = &h->lanes[(lane + j) % h->nlanes];
+		got += dequeue_free_run(&l->free, l->free_buf, out + got,
+					want - got);
+	}
+	return got;
+}
+
 void *eachobs__handoff_try_get_free(struct eachobs__handoff *h, unsigned lane)
 {
-	void *item = dequeue_free(&h->lanes[lane].free, h->lanes[lane].free_buf);
+	void *item;
 
-	if (item)
-		return item;
-	if ((item = dequeue_free(&h->spare, h->spare_buf)))
-		return item;
-	for (unsigned k = 1; EACHOBS__BREAK != 2 && k < h->nlanes; k++) {
-		struct eachobs__lane *l = &h->lanes[(lane + k) % h->nlanes];
-		if ((item = dequeue_free(&l->free, l->free_buf)))
-			return item;
-	}
-	return NULL;
+	return try_get_free_run(h, lane, &item, 1) ? item : NULL;
+}
+
+void *eachobs__handoff_consumer_get_free(struct eachobs__handoff *h,
+					 unsigned lane)
+{
+	if (h->nstash > 0)
+		return h->stash[--h->nstash];
+	return eachobs__handoff_try_get_free(h, lane);
 }
 
 static bool any_free_or_halted(const void *arg)
@@ -223,43 +262,93 @@ static bool any_free_or_halted(const void *arg)
  * guarantee an empty item): the wait is a safety net, in 1 ms slices so
  * that put_free need not fence (event.c). With free_waits, a wait that
  * put_free's notify never misses. */
+static void wait_free(struct eachobs__handoff *h)
+{
+	if (h->free_waits)
+		eachobs__event_wait_timed(&h->ev_free, any_free_or_halted, h,
+					  EACHOBS__LOADER_SPINS);
+	else
+		eachobs__event_wait_sliced(&h->ev_free, any_free_or_halted, h,
+					   EACHOBS__LOADER_SPINS, 1000000);
+}
+
 void *eachobs__handoff_get_free(struct eachobs__handoff *h, unsigned lane)
 {
-	for (;;) {
-		void *item = eachobs__handoff_try_get_free(h, lane);
-		if (item || eachobs__handoff_halted(h))
-			return item;
-		if (h->free_waits)
-			eachobs__event_wait_timed(&h->ev_free,
-						  any_free_or_halted, h,
-						  EACHOBS__LOADER_SPINS);
-		else
-			eachobs__event_wait_sliced(&h->ev_free,
-						   any_free_or_halted, h,
-						   EACHOBS__LOADER_SPINS,
-						   1000000);
+	void *item;
+
+	return eachobs__handoff_get_free_run(h, lane, &item, 1) ? item : NULL;
+}
+
+size_t eachobs__handoff_get_free_run(struct eachobs__handoff *h,
+				     unsigned lane, void **out, size_t k)
+{
+	size_t got = 0;
+
+	while (got < k) {
+		size_t n = try_get_free_run(h, lane, out + got, k - got);
+		got += n;
+		if (got == k || eachobs__handoff_halted(h))
+			break;
+		if (n == 0)
+			wait_free(h);
 	}
+	return got;
 }
 
 /* Back to the lane the consumer last took from, which is loading, unless
  * it keeps enough; then to the spares. */
-void eachobs__handoff_put_free(struct eachobs__handoff *h, void *item)
+static void put_back(struct eachobs__handoff *h, void *item)
 {
 	struct eachobs__lane *l = &h->lanes[h->back];
 
-	hand_over(item);
 	/* Cannot fail: the spare ring holds more entries than there are
 	 * items. */
 	if (ck_ring_size(&l->free) >= EACHOBS__LANE_FREE ||
 	    !ck_ring_enqueue_spmc(&l->free, l->free_buf, item))
 		ck_ring_enqueue_spmc(&h->spare, h->spare_buf, item);
-	/* The fence of a notify that is never missed, per item, was the
-	 * dearest part of giving one back; it is paid only where producers
-	 * may wait (batches, whose cost it shares). */
+}
+
+/* The fence of a notify that is never missed, per item, was the dearest
+ * part of giving one back; it is paid only where producers may wait
+ * (batches, whose cost it shares). */
+static void notify_free(struct eachobs__handoff *h, int k)
+{
 	if (h->free_waits)
-		eachobs__event_notify(&h->ev_free, 1);
+		eachobs__event_notify(&h->ev_free, k);
 	else
-		eachobs__event_notify_lazy(&h->ev_free, 1);
+		eachobs__event_notify_lazy(&h->ev_free, k);
+}
+
+/* Kept items go back together: one item at a time, every put pulled the
+ * lane's line from the producer taking from it and back, a cache miss on
+ * both sides per item. */
+static void flush_stash(struct eachobs__handoff *h)
+{
+	unsigned n = h->nstash;
+
+	if (n == 0)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		hand_over(h->stash[i]);
+		put_back(h, h->stash[i]);
+	}
+	h->nstash = 0;
+	notify_free(h, (int)n);
+}
+
+void eachobs__handoff_put_free(struct eachobs__handoff *h, void *item)
+{
+	/* Only as many as the credits owed: a producer's credit then always
+	 * finds an item outside the stash (handoff.h). */
+	if ((h->nstash < h->owed || EACHOBS__BREAK == 6) &&
+	    h->nstash < EACHOBS__FLUSH_MAX) {
+		h->stash[h->nstash++] = item;
+		return;
+	}
+	flush_stash(h);
+	hand_over(item);
+	put_back(h, item);
+	notify_free(h, 1);
 }
 
 /* ---- credits ------------------------------------------------------- */
@@ -440,6 +529,7 @@ static void settle(struct eachobs__handoff *h)
 	size_t keep = h->buffersize - d, give = h->owed;
 	size_t w = atomic_load_explicit(&h->withheld, memory_order_relaxed);
 
+	flush_stash(h);
 	h->flush_at = flush_at(d);
 	if (w > keep)
 		release_withheld(h, d);

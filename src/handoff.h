@@ -79,12 +79,14 @@ struct eachobs__handoff {
 	unsigned spins;                   /* before it sleeps */
 	unsigned back;                    /* the lane empty items go back to */
 	size_t owed;                      /* credits taken, not given back */
+	unsigned nstash;                  /* empty items not yet put back */
 	size_t flush_at;                  /* owed that it gives back at once */
 	/* Credits kept out of use: buffersize - depth, once the consumer
 	 * gave back enough (any thread may lower it, see set_depth). */
 	_Atomic size_t withheld;
 	size_t taken;                     /* items taken (stats sampling) */
 	size_t max_waiting;               /* most that waited (stats) */
+	void *stash[EACHOBS__FLUSH_MAX];
 	/* Room left for loaded items: buffersize minus what waits in the
 	 * lanes, what producers hold credits for, and what the consumer
 	 * owes. */
@@ -122,7 +124,18 @@ void eachobs__handoff_set_depth(struct eachobs__handoff *h, size_t d);
 void *eachobs__handoff_try_get_free(struct eachobs__handoff *h,
 				    unsigned lane);
 void *eachobs__handoff_get_free(struct eachobs__handoff *h, unsigned lane);
-/* Consumer: give an item back empty. */
+/* Producer `lane`: k empty items into out, as get_free, taken a run at a
+ * time from each ring; fewer only once halted. */
+size_t eachobs__handoff_get_free_run(struct eachobs__handoff *h,
+				     unsigned lane, void **out, size_t k);
+/* Consumer, loading into its own `lane`: an item it kept back (below),
+ * else as try_get_free. */
+void *eachobs__handoff_consumer_get_free(struct eachobs__handoff *h,
+					 unsigned lane);
+/* Consumer: give an item back empty. It may keep a few back, to put
+ * them together, but never more than the credits it owes (so that the
+ * items a producer's credits count on are never among them), and none
+ * once it gives credits back or sleeps. */
 void eachobs__handoff_put_free(struct eachobs__handoff *h, void *item);
 
 /* Producers: between 1 and want credits, waiting while there are none (0

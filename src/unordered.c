@@ -101,14 +101,13 @@ static size_t load_run(eachobs_iter *it, unsigned lane, void **run,
 	uint64_t t0 = eachobs__now_ns();
 	size_t n = 0;
 
+	/* The credits cover these slots: a wait is for safety. Fewer only
+	 * once halted, when nothing more is loaded. */
+	k = eachobs__handoff_get_free_run(&U(it)->handoff, lane, run, k);
 	for (; n < k; n++) {
 		/* Checked right before getobs: once close has begun, no new
 		 * getobs starts. */
 		if (stopped(it))
-			break;
-		/* The credits cover these slots: the wait is for safety. */
-		run[n] = eachobs__handoff_get_free(&U(it)->handoff, lane);
-		if (!run[n])
 			break;
 		eachobs__fill_one(&it->load, run[n], first + n);
 	}
@@ -252,7 +251,8 @@ static struct eachobs__slot *take_free_unit(eachobs_iter *it, size_t *u)
 {
 	struct eachobs__unordered *m = U(it);
 	struct eachobs__slot *slot =
-		eachobs__handoff_try_get_free(&m->handoff, m->consumer_lane);
+		eachobs__handoff_consumer_get_free(&m->handoff,
+						   m->consumer_lane);
 
 	if (slot && !eachobs__deques_take(&m->deques, 1, u)) {
 		eachobs__handoff_put_free(&m->handoff, slot);

@@ -6,7 +6,9 @@
  * with buffersize + producers + 1 items a producer holding a credit
  * always finds an empty one, wherever the consumer put it back; every
  * item put is taken once, each lane's in the order it was put; no lane
- * waits behind another for more than a streak; a depth set lower bounds
+ * waits behind another for more than a streak; a run of empty items
+ * comes from every ring; what the consumer keeps back to put together
+ * never starves a credit; a depth set lower bounds
  * what waits to it, and one set higher again gives the credits back,
  * from any thread; the halt word ends every wait.
  */
@@ -125,6 +127,104 @@ Test(handoff, a_producer_finds_the_empty_items_the_consumer_put_in_other_lanes)
 				   "item %zu", i);
 	cr_assert_null(eachobs__handoff_try_get_free(&h, 1));
 	eachobs__handoff_fini(&h);
+}
+
+Test(handoff, a_run_of_empty_items_comes_from_every_ring_each_item_once)
+{
+	_Atomic size_t halt = SIZE_MAX;
+	struct eachobs__handoff h;
+	size_t items[80];
+	void *run[80];
+	bool seen[80] = { false };
+
+	/* 32 in lane 0's ring, 48 spares: lane 2 takes 70 in one call,
+	 * then the last 10 in runs of 4, 4 and 2. */
+	init(&h, 64, 80, 3, &halt, items);
+	cr_assert_eq(eachobs__handoff_get_free_run(&h, 2, run, 70), 70);
+	for (size_t k = 70; k < 80; k += 4)
+		cr_assert_eq(eachobs__handoff_get_free_run(
+				     &h, 2, run + k, k + 4 <= 80 ? 4 : 80 - k),
+			     k + 4 <= 80 ? 4 : 80 - k);
+	for (size_t k = 0; k < 80; k++) {
+		size_t i = (size_t)((size_t *)run[k] - items);
+		cr_assert_lt(i, 80);
+		cr_assert_not(seen[i], "item %zu taken twice", i);
+		seen[i] = true;
+	}
+	cr_assert_null(eachobs__handoff_try_get_free(&h, 0));
+	/* Halted, a run that cannot be filled ends short. */
+	atomic_store(&halt, 0);
+	cr_assert_eq(eachobs__handoff_get_free_run(&h, 1, run, 4), 0);
+	eachobs__handoff_fini(&h);
+}
+
+/*
+ * One thread plays every part, in a seeded random order: producers take a
+ * credit and an item (each holds at most one while it "loads"), publish
+ * it later; the consumer takes items, holds up to `hold` of them, gives
+ * them back in any order, and now and then sleeps. With buffersize +
+ * producers + hold items, a credit always finds an item, whatever the
+ * consumer kept back to put together.
+ */
+static void keep_back_at(size_t b, unsigned lanes, size_t hold, unsigned seed)
+{
+	_Atomic size_t halt = SIZE_MAX;
+	struct eachobs__handoff h;
+	size_t items[32];
+	void *loading[4] = { NULL }, *held[4];
+	size_t nheld = 0;
+
+	init(&h, b, b + lanes + hold, lanes, &halt, items);
+	for (int step = 0; step < 4000; step++) {
+		unsigned lane = (unsigned)(rand_r(&seed) % lanes);
+		switch (rand_r(&seed) % 5) {
+		case 0:
+			if (loading[lane] ||
+			    !eachobs__handoff_try_take_credits(&h, 1))
+				break;
+			loading[lane] = eachobs__handoff_try_get_free(&h, lane);
+			cr_assert_not_null(loading[lane],
+					   "b %zu P %u hold %zu step %d: a "
+					   "credit found no item",
+					   b, lanes, hold, step);
+			break;
+		case 1:
+			if (loading[lane])
+				eachobs__handoff_publish(&h, lane,
+							 &loading[lane], 1);
+			loading[lane] = NULL;
+			break;
+		case 2:
+			if (nheld < hold &&
+			    (held[nheld] = eachobs__handoff_get_ready(&h)))
+				nheld++;
+			break;
+		case 3:
+			if (nheld) {
+				size_t i = rand_r(&seed) % nheld;
+				eachobs__handoff_put_free(&h, held[i]);
+				held[i] = held[--nheld];
+			}
+			break;
+		default:
+			if (rand_r(&seed) % 8)
+				break;
+			atomic_store(&halt, 0);
+			eachobs__handoff_wait_ready(&h, NULL, NULL);
+			atomic_store(&halt, SIZE_MAX);
+		}
+	}
+	eachobs__handoff_fini(&h);
+}
+
+Test(handoff, empty_items_the_consumer_keeps_back_never_starve_a_credit)
+{
+	for (size_t b = 1; b <= 20; b += 3)
+		for (unsigned lanes = 1; lanes <= 4; lanes++)
+			for (size_t hold = 1; hold <= 4; hold++)
+				keep_back_at(b, lanes, hold,
+					     (unsigned)(b * 131 + lanes * 17 +
+							hold));
 }
 
 /* ---- producers against a consumer -------------------------------------- */
