@@ -72,6 +72,8 @@ enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
  * sleeping loader, and the consumer waited, a context switch each side
  * per half buffer. */
 enum { EACHOBS__ROOM_SPINS = 256 };
+/* One of every this many of those pauses is a sched_yield (window.c). */
+enum { EACHOBS__ROOM_YIELD = 32 };
 
 void eachobs__event_init(struct eachobs__event *ev);
 /* Return once cond(arg) is true: spin about `spins` times, then sleep. */
