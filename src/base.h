@@ -59,6 +59,11 @@ bool eachobs__event_wait_single(struct eachobs__event *ev,
 				unsigned spins);
 void eachobs__event_notify_single(struct eachobs__event *ev,
 				  eachobs__cond_fn cond, const void *arg);
+/* The single waiter: sleep at most ns unless cond(arg) holds already; a
+ * notify whose condition holds, or one without a condition, ends it. */
+void eachobs__event_nap_single(struct eachobs__event *ev,
+			       eachobs__cond_fn cond, const void *arg,
+			       uint64_t ns);
 
 /* Spins before sleeping: a few microseconds for the consumer, which is on
  * the critical path, less for loaders, which are many and share the cores
@@ -74,6 +79,16 @@ enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
 enum { EACHOBS__ROOM_SPINS = 256 };
 /* One of every this many of those pauses is a sched_yield (window.c). */
 enum { EACHOBS__ROOM_YIELD = 32 };
+/* A consumer whose items come between NAP_GAP_MIN and NAP_GAP_MAX ns
+ * apart (longer than its spins, shorter than a wake-up's worth of work)
+ * naps for a run of NAP_RUN of them, at most NAP_MAX_NS, instead of
+ * being woken for each (handoff.c). */
+enum {
+	EACHOBS__NAP_GAP_MIN = 2000,
+	EACHOBS__NAP_GAP_MAX = 25000,
+	EACHOBS__NAP_RUN = 8,
+	EACHOBS__NAP_MAX_NS = 200000
+};
 
 void eachobs__event_init(struct eachobs__event *ev);
 /* Return once cond(arg) is true: spin about `spins` times, then sleep. */

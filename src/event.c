@@ -199,11 +199,37 @@ bool eachobs__event_wait_single(struct eachobs__event *ev,
 	}
 }
 
+/*
+ * A sleep of at most ns on a single-waiter event, after no spin: the
+ * waiter has decided to sleep a while whatever comes. Notifiers still see
+ * the flag and test their condition, so the owner's wake (no condition)
+ * ends it at once; the flag is cleared on the way out, so that no
+ * notifier pays a system call for a sleeper that left.
+ */
+void eachobs__event_nap_single(struct eachobs__event *ev,
+			       eachobs__cond_fn cond, const void *arg,
+			       uint64_t ns)
+{
+	uint32_t key = atomic_fetch_or_explicit(&ev->epoch, 1,
+						memory_order_seq_cst) |
+		       1;
+
+	/* As in eachobs__event_wait_single: the flag before the loads. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!cond(arg))
+		futex_wait_for(&ev->epoch, key, ns);
+	atomic_compare_exchange_strong_explicit(&ev->epoch, &key, key & ~1u,
+						memory_order_relaxed,
+						memory_order_relaxed);
+}
+
 void eachobs__event_notify_single(struct eachobs__event *ev,
 				  eachobs__cond_fn cond, const void *arg)
 {
 	atomic_thread_fence(memory_order_seq_cst);
-	uint32_t v = atomic_load_explicit(&ev->epoch, memory_order_relaxed);
+	/* Acquire: a flag read from the sleeper's fetch_or comes with what
+	 * it wrote before (what cond tests, e.g. that it no longer naps). */
+	uint32_t v = atomic_load_explicit(&ev->epoch, memory_order_acquire);
 	if (!(v & 1))
 		return;
 	if (cond && !cond(arg))

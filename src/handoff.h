@@ -27,7 +27,9 @@
  * back when the depth rises again.
  *
  * Nothing blocks in ck_ring, so waiting is done with event counts: the
- * consumer sleeps until an item arrives; producers without credit sleep
+ * consumer sleeps until an item arrives (or, while items come a few
+ * microseconds apart, naps for a run of them: one wake-up per run, not
+ * per item); producers without credit sleep
  * until half the depth is free again (or until one credit is, when half
  * the depth is less than a credit per producer).
  *
@@ -86,13 +88,23 @@ struct eachobs__handoff {
 	_Atomic size_t withheld;
 	size_t taken;                     /* items taken (stats sampling) */
 	size_t max_waiting;               /* most that waited (stats) */
+	/* Naps (wait_ready): allowed at all, when it last found nothing,
+	 * `taken` then, the time between items then (ns, smoothed), and
+	 * naps taken (stats, tests). */
+	bool may_nap;
+	uint64_t waited_at;
+	size_t taken_at;
+	uint64_t gap_ns;
+	size_t naps;
 	void *stash[EACHOBS__FLUSH_MAX];
 	/* Room left for loaded items: buffersize minus what waits in the
 	 * lanes, what producers hold credits for, and what the consumer
 	 * owes. */
 	_Atomic size_t credits EACHOBS__ALIGNED;
-	/* The consumer sleeps on ev_ready (single-waiter protocol). */
+	/* The consumer sleeps on ev_ready (single-waiter protocol); while
+	 * it naps, a put wakes it no sooner than the nap's end. */
 	struct eachobs__event ev_ready EACHOBS__ALIGNED;
+	_Atomic bool napping;
 	struct eachobs__event ev_room EACHOBS__ALIGNED;  /* producers sleep */
 	struct eachobs__event ev_free;                   /* producers, rarely */
 };
@@ -158,8 +170,17 @@ bool eachobs__handoff_put_ready(struct eachobs__handoff *h, unsigned lane,
 void *eachobs__handoff_get_ready(struct eachobs__handoff *h);
 /* Consumer, having found none: give back what it owes, and sleep until
  * an item is ready, the hand-off is halted, or also(arg) holds (NULL:
- * nothing else). */
+ * nothing else). With naps allowed, when items have come a few
+ * microseconds apart it may instead nap for a run of them (at most
+ * EACHOBS__NAP_MAX_NS, ended at once by a halt, by also, or by
+ * eachobs__handoff_wake) and return with none ready: callers look
+ * again. */
 void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
 				 eachobs__cond_fn also, const void *arg);
+/* Consumer, before it first waits: whether it may nap (off at init). */
+void eachobs__handoff_allow_naps(struct eachobs__handoff *h, bool on);
+/* How long a consumer whose items come gap_ns apart naps for a run of
+ * them, with depth credits in use; 0: it sleeps until an item comes. */
+uint64_t eachobs__handoff_nap_ns(uint64_t gap_ns, size_t depth);
 
 #endif /* EACHOBS_HANDOFF_H */

@@ -47,6 +47,9 @@ static int init(eachobs_iter *it, unsigned workers)
 				     "out of memory for the hand-off rings "
 				     "(%zu slots, %u lanes)",
 				     it->nslots, workers + 1);
+	/* Autotune reads the consumer's waits as the loaders' shortfall; a
+	 * nap is a wait while items are coming. */
+	eachobs__handoff_allow_naps(&u->handoff, it->tuning == NULL);
 	for (size_t i = 0; i < it->nslots; i++)
 		eachobs__handoff_put_free(&u->handoff, &it->slots[i]);
 	if (workers > 0 &&

@@ -6,7 +6,10 @@
  * with buffersize + producers + 1 items a producer holding a credit
  * always finds an empty one, wherever the consumer put it back; every
  * item put is taken once, each lane's in the order it was put; no lane
- * waits behind another for more than a streak; a run of empty items
+ * waits behind another for more than a streak; a consumer naps for a
+ * run of items only while they come a few microseconds apart, a nap
+ * ends by itself, naps stop once items do, and a napping consumer still
+ * takes every item once; a run of empty items
  * comes from every ring; what the consumer keeps back to put together
  * never starves a credit; a depth set lower bounds
  * what waits to it, and one set higher again gives the credits back,
@@ -244,7 +247,18 @@ struct run {
 	_Atomic bool starved;     /* a loader with a credit found no item */
 	bool runs;                /* loaders move runs of up to 4 */
 	bool vary;                /* loader 0 moves the depth around */
+	bool paced;               /* loaders put an item every few us, and
+				   * the consumer may nap */
 };
+
+/* A busy wait of ns: a sleep this short lasts tens of microseconds. */
+static void pace(uint64_t ns)
+{
+	uint64_t t0 = eachobs__now_ns();
+
+	while (eachobs__now_ns() - t0 < ns)
+		;
+}
 
 static void *loader_main(void *arg)
 {
@@ -262,6 +276,8 @@ static void *loader_main(void *arg)
 		if (!c)
 			return NULL;
 		size_t first = atomic_fetch_add(&r->next, c), k = 0;
+		if (r->paced)
+			pace(3000 * r->loaders);
 		for (; k < c && first + k < r->n; k++) {
 			/* A look through the rings may miss an item that moves
 			 * behind it (handoff.h); a few more find one. */
@@ -285,7 +301,7 @@ static void *loader_main(void *arg)
 }
 
 static void hand_over_at(size_t b, unsigned loaders, size_t n, bool runs,
-			 bool vary)
+			 bool vary, bool paced)
 {
 	/* The hand-off's members are cache-line aligned: so must r be. */
 	struct run *r = aligned_alloc(64, (sizeof(*r) + 63) / 64 * 64);
@@ -302,11 +318,13 @@ static void hand_over_at(size_t b, unsigned loaders, size_t n, bool runs,
 	r->loaders = loaders;
 	r->runs = runs;
 	r->vary = vary;
+	r->paced = paced;
 	r->got = calloc(n, sizeof(size_t));
 	r->lane_of = calloc(n, sizeof(size_t));
 	for (unsigned j = 0; j < LANES_MAX; j++)
 		last_in_lane[j] = SIZE_MAX;
 	init(&r->h, b, nitems, loaders, &r->halt, r->items);
+	eachobs__handoff_allow_naps(&r->h, paced);
 	for (unsigned i = 0; i < loaders; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, loader_main, r), 0);
 	for (size_t taken = 0; taken < n;) {
@@ -349,7 +367,7 @@ static void hand_over_at(size_t b, unsigned loaders, size_t n, bool runs,
 
 static void hand_over(size_t b, unsigned loaders, size_t n, bool runs)
 {
-	hand_over_at(b, loaders, n, runs, false);
+	hand_over_at(b, loaders, n, runs, false, false);
 }
 
 /* Fill with credits and items, as far as they go: the count put. */
@@ -418,8 +436,8 @@ Test(handoff, a_depth_that_moves_while_producers_wait_never_stalls)
 {
 	for (size_t b = 1; b <= 64; b *= 4)
 		for (unsigned p = 1; p <= 16; p *= 4) {
-			hand_over_at(b, p, 3000, false, true);
-			hand_over_at(b, p, 3000, true, true);
+			hand_over_at(b, p, 3000, false, true, false);
+			hand_over_at(b, p, 3000, true, true, false);
 		}
 }
 
@@ -430,6 +448,75 @@ Test(handoff, every_item_is_taken_once_in_its_lanes_order_and_loaders_never_star
 			hand_over(b, p, 3000, false);
 			hand_over(b, p, 3000, true);
 		}
+}
+
+Test(handoff, items_a_few_microseconds_apart_are_each_taken_once_by_a_napping_consumer)
+{
+	for (size_t b = 8; b <= 64; b *= 8)
+		for (unsigned p = 1; p <= 16; p *= 4) {
+			hand_over_at(b, p, 2000, false, false, true);
+			hand_over_at(b, p, 2000, true, false, true);
+		}
+}
+
+Test(handoff, a_consumer_naps_for_a_run_only_while_items_come_a_few_microseconds_apart)
+{
+	/* Spins cover shorter gaps; longer ones are worth a wake-up each. */
+	cr_assert_eq(eachobs__handoff_nap_ns(EACHOBS__NAP_GAP_MIN - 1, 256), 0);
+	cr_assert_eq(eachobs__handoff_nap_ns(EACHOBS__NAP_GAP_MAX + 1, 256), 0);
+	cr_assert_eq(eachobs__handoff_nap_ns(5000, 256),
+		     EACHOBS__NAP_RUN * 5000);
+	/* A run is at most a quarter of the depth, and at least 2. */
+	cr_assert_eq(eachobs__handoff_nap_ns(5000, 8), 2 * 5000);
+	cr_assert_eq(eachobs__handoff_nap_ns(5000, 7), 0);
+	cr_assert_leq(eachobs__handoff_nap_ns(EACHOBS__NAP_GAP_MAX, 256),
+		      EACHOBS__NAP_MAX_NS);
+}
+
+struct late_put {
+	struct eachobs__handoff *h;
+	void *item;
+};
+
+static void *put_after_2ms(void *arg)
+{
+	struct late_put *lp = arg;
+
+	usleep(2000);
+	cr_assert(eachobs__handoff_try_take_credits(lp->h, 1));
+	eachobs__handoff_publish(lp->h, 0, &lp->item, 1);
+	return NULL;
+}
+
+Test(handoff, a_nap_ends_by_itself_and_naps_stop_once_items_do)
+{
+	_Atomic size_t halt = SIZE_MAX;
+	struct eachobs__handoff h;
+	size_t items[8];
+	struct late_put lp = { &h, NULL };
+	pthread_t th;
+
+	init(&h, 64, 8, 1, &halt, items);
+	eachobs__handoff_allow_naps(&h, true);
+	/* As if 8 items had come 5 us apart before this wait. */
+	h.gap_ns = 5000;
+	h.taken = 8;
+	h.taken_at = 0;
+	h.waited_at = eachobs__now_ns() - 8 * 5000;
+	eachobs__handoff_wait_ready(&h, NULL, NULL);
+	cr_assert_eq(h.naps, 1);
+	cr_assert_null(eachobs__handoff_get_ready(&h));
+	/* Nothing came during the nap: the waits that follow sleep until
+	 * the put 2 ms later wakes them, they do not nap on. */
+	lp.item = eachobs__handoff_try_get_free(&h, 0);
+	cr_assert_eq(pthread_create(&th, NULL, put_after_2ms, &lp), 0);
+	void *got;
+	while (!(got = eachobs__handoff_get_ready(&h)))
+		eachobs__handoff_wait_ready(&h, NULL, NULL);
+	pthread_join(th, NULL);
+	cr_assert_eq(got, lp.item);
+	cr_assert_lt(h.naps, 4, "%zu naps in 2 ms without an item", h.naps);
+	eachobs__handoff_fini(&h);
 }
 
 Test(handoff, no_lane_waits_behind_another_for_more_than_a_streak)
