@@ -518,6 +518,22 @@ static void release_withheld(struct eachobs__handoff *h, size_t d)
 		}
 }
 
+/* Withhold up to k more credits, never past keep (a CAS: the consumer
+ * and the thread setting the depth both withhold); the count withheld. */
+static size_t withhold_up_to(struct eachobs__handoff *h, size_t keep,
+			     size_t k)
+{
+	size_t w = atomic_load(&h->withheld);
+
+	for (;;) {
+		if (w >= keep || k == 0)
+			return 0;
+		size_t add = keep - w < k ? keep - w : k;
+		if (atomic_compare_exchange_weak(&h->withheld, &w, w + add))
+			return add;
+	}
+}
+
 void eachobs__handoff_set_depth(struct eachobs__handoff *h, size_t d)
 {
 	size_t w, keep;
@@ -532,8 +548,9 @@ void eachobs__handoff_set_depth(struct eachobs__handoff *h, size_t d)
 	w = atomic_load(&h->withheld);
 	if (w < keep) {
 		size_t k = eachobs__handoff_try_take_credits(h, keep - w);
-		if (k)
-			atomic_fetch_add(&h->withheld, k);
+		size_t kept = withhold_up_to(h, keep, k);
+		if (k > kept)
+			eachobs__handoff_give_credits(h, k - kept);
 	}
 	/* What producers sleep for changed. */
 	eachobs__event_notify(&h->ev_room, INT_MAX);
@@ -543,22 +560,22 @@ void eachobs__handoff_set_depth(struct eachobs__handoff *h, size_t d)
  * (and more, when the depth rose). Reads the depth once per group. */
 static void settle(struct eachobs__handoff *h)
 {
-	size_t d = atomic_load_explicit(&h->depth, memory_order_relaxed);
-	size_t keep = h->buffersize - d, give = h->owed;
-	size_t w = atomic_load_explicit(&h->withheld, memory_order_relaxed);
+	size_t d, give = h->owed;
 
 	flush_stash(h);
+	d = atomic_load(&h->depth);
 	h->flush_at = flush_at(d);
-	if (w > keep)
-		release_withheld(h, d);
-	else if (w < keep && give) {
-		size_t k = keep - w < give ? keep - w : give;
-		atomic_fetch_add(&h->withheld, k);
-		give -= k;
-	}
+	release_withheld(h, d);
+	give -= withhold_up_to(h, h->buffersize - d, give);
 	if (give)
 		eachobs__handoff_give_credits(h, give);
 	h->owed = 0;
+	/* A depth raised since d was read may have found nothing to give
+	 * back that this has just withheld, and a consumer about to sleep
+	 * must not keep it: set_depth stores the depth before it reads
+	 * what is withheld, this withheld before it reads the depth again,
+	 * so one of the two sees the other and gives it back. */
+	release_withheld(h, atomic_load(&h->depth));
 }
 
 /* What waits in every lane, now and then (stats only: the sum reads
