@@ -123,16 +123,16 @@ static bool room_or_moot(const void *arg)
  * of the step (half the window, or of the least depth), and a loader
  * sleeps until the first such multiple at which its place is free.
  * Waiting for the one place made loaders and consumer take turns, a
- * futex wake per observation with a cheap getobs.
+ * futex wake per observation with a cheap getobs. The wait cannot stall:
+ * the multiple is below i - depth + step <= i, and every unit below i was
+ * claimed earlier and is loaded or being loaded.
  *
  * The spin gives its CPU away now and then: the unit the consumer waits
  * for is one particular loader's, and when loaders outnumber the cores
  * that loader may be runnable behind this one, which spinning without
  * yielding kept off the core for the whole spin (P = 2 loaders beside the
  * consumer on 2 cores: the consumer slept every 80 units, and ordered ran
- * at half unordered's rate). The wait cannot stall:
- * the multiple is below i - depth + step <= i, and every unit below i was
- * claimed earlier and is loaded or being loaded.
+ * at half unordered's rate).
  */
 void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 {
