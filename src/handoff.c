@@ -140,11 +140,7 @@ int eachobs__handoff_init(struct eachobs__handoff *h, size_t buffersize,
 	h->flush_at = flush_at(buffersize);
 	h->spins = EACHOBS__CONSUMER_SPINS;
 	h->nstash = 0;
-	h->may_nap = false;
-	h->waited_at = 0;
-	h->taken_at = 0;
-	h->gap_ns = 0;
-	h->naps = 0;
+	h->naps = (struct eachobs__naps){ 0 };
 	atomic_init(&h->napping, false);
 	atomic_init(&h->credits, buffersize);
 	h->spare_buf = eachobs__calloc(ring_size_for(nitems),
@@ -638,7 +634,7 @@ static bool consumer_wakes(const void *arg)
 
 void eachobs__handoff_allow_naps(struct eachobs__handoff *h, bool on)
 {
-	h->may_nap = on;
+	h->naps.allowed = on;
 }
 
 uint64_t eachobs__handoff_nap_ns(uint64_t gap_ns, size_t depth)
@@ -661,18 +657,19 @@ uint64_t eachobs__handoff_nap_ns(uint64_t gap_ns, size_t depth)
  * counts at once, so that naps stop as soon as items do not come. */
 static uint64_t gap_since_last_wait(struct eachobs__handoff *h)
 {
-	uint64_t now = eachobs__now_ns(), dt = now - h->waited_at;
-	size_t n = h->taken - h->taken_at;
+	struct eachobs__naps *z = &h->naps;
+	uint64_t now = eachobs__now_ns(), dt = now - z->waited_at;
+	size_t n = h->taken - z->taken_at;
 
-	if (h->waited_at == 0)
-		h->gap_ns = 0;
+	if (z->waited_at == 0)
+		z->gap_ns = 0;
 	else if (n == 0)
-		h->gap_ns = dt;
+		z->gap_ns = dt;
 	else
-		h->gap_ns = (3 * h->gap_ns + dt / n) / 4;
-	h->waited_at = now;
-	h->taken_at = h->taken;
-	return h->gap_ns;
+		z->gap_ns = (3 * z->gap_ns + dt / n) / 4;
+	z->waited_at = now;
+	z->taken_at = h->taken;
+	return z->gap_ns;
 }
 
 static bool also_or_halted(const void *arg)
@@ -694,7 +691,7 @@ static bool nap(struct eachobs__handoff *h, struct wake_test *w)
 {
 	uint64_t ns;
 
-	if (!h->may_nap)
+	if (!h->naps.allowed)
 		return false;
 	ns = eachobs__handoff_nap_ns(gap_since_last_wait(h),
 				     atomic_load_explicit(&h->depth,
@@ -704,7 +701,7 @@ static bool nap(struct eachobs__handoff *h, struct wake_test *w)
 	atomic_store_explicit(&h->napping, true, memory_order_relaxed);
 	eachobs__event_nap_single(&h->ev_ready, also_or_halted, w, ns);
 	atomic_store_explicit(&h->napping, false, memory_order_relaxed);
-	h->naps++;
+	h->naps.count++;
 	return true;
 }
 

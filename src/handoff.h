@@ -62,6 +62,17 @@ struct eachobs__lane {
 	ck_ring_buffer_t *free_buf;
 } EACHOBS__ALIGNED;
 
+/* The consumer's naps (wait_ready): allowed at all, when it last found
+ * nothing, `taken` then, the time between items then (ns, smoothed), and
+ * naps taken (stats, tests). All zero: none allowed, none measured. */
+struct eachobs__naps {
+	bool allowed;
+	uint64_t waited_at;
+	size_t taken_at;
+	uint64_t gap_ns;
+	size_t count;
+};
+
 struct eachobs__handoff {
 	/* Read-mostly: fixed at init. */
 	struct eachobs__lane *lanes EACHOBS__ALIGNED;
@@ -88,14 +99,7 @@ struct eachobs__handoff {
 	_Atomic size_t withheld;
 	size_t taken;                     /* items taken (stats sampling) */
 	size_t max_waiting;               /* most that waited (stats) */
-	/* Naps (wait_ready): allowed at all, when it last found nothing,
-	 * `taken` then, the time between items then (ns, smoothed), and
-	 * naps taken (stats, tests). */
-	bool may_nap;
-	uint64_t waited_at;
-	size_t taken_at;
-	uint64_t gap_ns;
-	size_t naps;
+	struct eachobs__naps naps;        /* see wait_ready */
 	void *stash[EACHOBS__FLUSH_MAX];
 	/* Room left for loaded items: buffersize minus what waits in the
 	 * lanes, what producers hold credits for, and what the consumer

@@ -499,12 +499,12 @@ Test(handoff, a_nap_ends_by_itself_and_naps_stop_once_items_do)
 	init(&h, 64, 8, 1, &halt, items);
 	eachobs__handoff_allow_naps(&h, true);
 	/* As if 8 items had come 5 us apart before this wait. */
-	h.gap_ns = 5000;
+	h.naps.gap_ns = 5000;
 	h.taken = 8;
-	h.taken_at = 0;
-	h.waited_at = eachobs__now_ns() - 8 * 5000;
+	h.naps.taken_at = 0;
+	h.naps.waited_at = eachobs__now_ns() - 8 * 5000;
 	eachobs__handoff_wait_ready(&h, NULL, NULL);
-	cr_assert_eq(h.naps, 1);
+	cr_assert_eq(h.naps.count, 1);
 	cr_assert_null(eachobs__handoff_get_ready(&h));
 	/* Nothing came during the nap: the waits that follow sleep until
 	 * the put 2 ms later wakes them, they do not nap on. */
@@ -515,7 +515,8 @@ Test(handoff, a_nap_ends_by_itself_and_naps_stop_once_items_do)
 		eachobs__handoff_wait_ready(&h, NULL, NULL);
 	pthread_join(th, NULL);
 	cr_assert_eq(got, lp.item);
-	cr_assert_lt(h.naps, 4, "%zu naps in 2 ms without an item", h.naps);
+	cr_assert_lt(h.naps.count, 4, "%zu naps in 2 ms without an item",
+		     h.naps.count);
 	eachobs__handoff_fini(&h);
 }
 
