@@ -561,16 +561,16 @@ static void settle(struct eachobs__handoff *h)
 	flush_stash(h);
 	d = atomic_load(&h->depth);
 	h->flush_at = flush_at(d);
-	release_withheld(h, d);
 	give -= withhold_up_to(h, h->buffersize - d, give);
 	if (give)
 		eachobs__handoff_give_credits(h, give);
 	h->owed = 0;
-	/* A depth raised since d was read may have found nothing to give
-	 * back that this has just withheld, and a consumer about to sleep
-	 * must not keep it: set_depth stores the depth before it reads
+	/* What is withheld past the depth goes back: withheld by a race, or
+	 * by this very call when a depth raised since d was read found
+	 * nothing to give back (set_depth stores the depth before it reads
 	 * what is withheld, this withheld before it reads the depth again,
-	 * so one of the two sees the other and gives it back. */
+	 * so one of the two sees the other), and a consumer about to sleep
+	 * must not keep it. */
 	release_withheld(h, atomic_load(&h->depth));
 }
 
