@@ -98,6 +98,7 @@ void eachobs__tune_init(struct eachobs__tune *t, unsigned bound,
 	if (t->dp.bound < 1)
 		t->dp.bound = 1;
 	t->deepest = 0;
+	t->from_start = true;
 	atomic_init(&t->depth, depth_for(t, start));
 }
 
@@ -285,13 +286,16 @@ static unsigned starved(struct eachobs__tune *t, const struct interval *v,
 
 /* How far ahead to load for `want` loaders; deeper, up to the bound,
  * when loaders waited for room while the consumer waited (a THREADED
- * consumer that loads itself meanwhile leaves them no room, rightly). */
+ * consumer that loads itself meanwhile leaves them no room, rightly).
+ * Never from the interval that holds the start: there the consumer waits
+ * for the first units and then the loaders, having filled the depth, wait
+ * for room, one after the other, and what is learnt here stays. */
 static void deepen(struct eachobs__tune *t, const struct interval *v,
 		   unsigned want, unsigned *reason)
 {
 	size_t d = eachobs__tune_depth(t);
 
-	if (v->waited > STARVED && v->room > ROOM_SHARE) {
+	if (!t->from_start && v->waited > STARVED && v->room > ROOM_SHARE) {
 		/* A getobs that computes explains the waits better. */
 		if (d >= t->dp.bound && want == eachobs__tune_active(t) &&
 		    *reason != EACHOBS_TUNE_CPU_BOUND)
@@ -373,6 +377,7 @@ unsigned eachobs__tune_decide(struct eachobs__tune *t,
 	}
 	want = want < 1 ? 1 : want > t->bound ? t->bound : want;
 	deepen(t, &v, want, &reason);
+	t->from_start = false;
 	t->prev = a;
 	t->prev_rate = v.rate;
 	t->prev_starved = v.starved > STARVED;

@@ -98,6 +98,8 @@ struct eachobs__tune {
 	_Atomic size_t depth; /* in use now (for the owner and its stats) */
 	struct eachobs__tune_depth dp;
 	size_t deepest;     /* what room waits showed was needed */
+	bool from_start;    /* no interval judged yet: the next one holds
+			     * the start */
 };
 
 /* Between 1 and bound loaders, start of them at first (clamped); the

@@ -283,6 +283,30 @@ Test(tune, a_consumer_that_waits_while_loaders_wait_for_room_gets_depth)
 	cr_assert_eq(eachobs__tune_depth(&t), 256);
 }
 
+/* In the interval that holds the start, the consumer waits for the first
+ * units and the loaders then wait for room behind the depth they filled:
+ * one after the other, so no depth is learnt from it. */
+Test(tune, the_interval_that_holds_the_start_never_deepens)
+{
+	struct eachobs__tune t;
+	struct model m = {
+		.rate = linear,
+		.g_ns = 5e6,
+		.cpu_share = 0.01,
+		.starved = 0.5,
+		.room = 0.3,
+	};
+
+	start(&t, &m, 2, 2, 2); /* at the bound: the depth moves alone */
+	cr_assert_eq(eachobs__tune_depth(&t), 16);
+	step(&t, &m);
+	cr_assert_eq(eachobs__tune_depth(&t), 16, "a depth learnt from the "
+		     "start");
+	step(&t, &m);
+	cr_assert_eq(eachobs__tune_depth(&t), 32, "both waits again past the "
+		     "start: the depth doubles");
+}
+
 Test(tune, a_getobs_that_changes_cost_is_followed)
 {
 	struct eachobs__tune t;
