@@ -82,7 +82,8 @@ struct eachobs_iter {
 	struct eachobs__slot *slots;
 	struct eachobs__arena *arena; /* every item buffer */
 	unsigned char *mem;           /* arena->mem */
-	void *meta;        /* every buffer's idx, len and status arrays */
+	void *meta;        /* idx, len and status arrays of the buffers whose
+			    * entries are not in a slot (slot.h) */
 
 	/* The mode's own state: its file's struct, made by mode->init and
 	 * freed by mode->fini; no other file sees inside it. */

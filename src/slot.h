@@ -38,10 +38,21 @@ struct eachobs__slot {
 	/* Batched: the unit being filled, and the sharing of its entries
 	 * among threads (load.c). claim is generation << 32 | next entry to
 	 * claim; a slot is open to helpers while that entry is below count. */
-	_Atomic size_t unit;
+	/* On a line of their own, apart from the pointers above, which stay
+	 * shared in every reader's cache: what a loader writes per unit. */
+	_Atomic size_t unit EACHOBS__ALIGNED;
 	_Atomic size_t count;
 	_Atomic size_t done;
 	_Atomic uint64_t claim;
+	/* Unbatched: the entry of the buffer this slot started with, on the
+	 * same line as `unit`, so that the consumer takes one line from the
+	 * loader per observation where separate arrays took three (unit,
+	 * status, index). A buffer keeps its entry when hold swaps it
+	 * out (hold.c): b's pointers travel with it. */
+	struct {
+		size_t idx, len;
+		int status;
+	} one;
 } EACHOBS__ALIGNED;
 
 #endif /* EACHOBS_SLOT_H */

@@ -343,16 +343,30 @@ static unsigned plan(eachobs_iter *it, const eachobs_options *o,
 	return (unsigned)workers;
 }
 
+/* Buffer i's data, and its entries at position j of the nmeta in
+ * it->meta. */
 static void set_buf(eachobs_iter *it, struct eachobs__buf *b, size_t i,
-		    size_t nbufs)
+		    size_t j, size_t nmeta)
 {
-	size_t *idx = it->meta, *len = idx + nbufs * it->cap;
-	int *status = (int *)(len + nbufs * it->cap);
+	size_t *idx = it->meta, *len = idx + nmeta * it->cap;
+	int *status = (int *)(len + nmeta * it->cap);
 
 	b->data = it->mem + i * it->buf_bytes;
-	b->idx = idx + i * it->cap;
-	b->len = len + i * it->cap;
-	b->status = status + i * it->cap;
+	b->idx = idx + j * it->cap;
+	b->len = len + j * it->cap;
+	b->status = status + j * it->cap;
+}
+
+/* Unbatched, a slot's buffer keeps its one entry in the slot (slot.h). */
+static void set_slot_buf(eachobs_iter *it, struct eachobs__slot *slot,
+			 size_t i)
+{
+	struct eachobs__buf *b = &slot->b;
+
+	b->data = it->mem + i * it->buf_bytes;
+	b->idx = &slot->one.idx;
+	b->len = &slot->one.len;
+	b->status = &slot->one.status;
 }
 
 /* Every unit buffer there will ever be: one per slot, and the spares. */
@@ -361,6 +375,10 @@ static int alloc_slots(eachobs_iter *it, unsigned hold,
 {
 	size_t nspares = eachobs__hold_spares(hold_swaps(it), hold);
 	size_t nbufs = it->nslots + nspares;
+	/* Entries outside the slots: every buffer's when batched, the
+	 * spares' (at least one, for a non-empty block) when not. */
+	bool inline_one = it->cap == 1;
+	size_t nmeta = inline_one ? (nspares ? nspares : 1) : nbufs;
 	int rc;
 
 	it->slots = eachobs__alloc_aligned(it->nslots * sizeof(*it->slots));
@@ -369,7 +387,7 @@ static int alloc_slots(eachobs_iter *it, unsigned hold,
 				     it->nslots);
 	/* Before anything can fail: close wakes every slot's event. */
 	memset(it->slots, 0, it->nslots * sizeof(*it->slots));
-	it->meta = eachobs__alloc_aligned(nbufs * it->cap *
+	it->meta = eachobs__alloc_aligned(nmeta * it->cap *
 					  (2 * sizeof(size_t) + sizeof(int)));
 	if (!it->meta)
 		return eachobs__fail(-ENOMEM,
@@ -387,12 +405,17 @@ static int alloc_slots(eachobs_iter *it, unsigned hold,
 		return eachobs__fail(rc, "allocator: its block is not aligned "
 				     "to %d bytes", EACHOBS__CACHELINE);
 	it->mem = it->arena->mem;
-	for (size_t i = 0; i < it->nslots; i++)
-		set_buf(it, &it->slots[i].b, i, nbufs);
+	for (size_t i = 0; i < it->nslots; i++) {
+		if (inline_one)
+			set_slot_buf(it, &it->slots[i], i);
+		else
+			set_buf(it, &it->slots[i].b, i, i, nmeta);
+	}
 	rc = eachobs__hold_init(&it->hold, hold, hold_swaps(it),
 			       it->mode->give_back, it, it->arena);
 	for (size_t i = 0; rc == 0 && i < nspares; i++)
-		set_buf(it, &it->hold.spares[i], it->nslots + i, nbufs);
+		set_buf(it, &it->hold.spares[i], it->nslots + i,
+			inline_one ? i : it->nslots + i, nmeta);
 	return rc;
 }
 
