@@ -56,9 +56,15 @@ static int admit(eachobs_iter *it, struct eachobs__slot *slot)
 	struct eachobs__buf *b = &slot->b;
 	size_t bad = 0;
 
-	b->count = it->batchsize ? atomic_load_explicit(&slot->count,
-							 memory_order_relaxed)
-				 : 1;
+	size_t count = it->batchsize ? atomic_load_explicit(&slot->count,
+							     memory_order_relaxed)
+				     : 1;
+
+	/* Stored only when it changed: the line holds the buffer's pointers,
+	 * which every loader of the slot reads, and a store per unit would
+	 * take it from them each time. */
+	if (b->count != count)
+		b->count = count;
 	while (bad < b->count && b->status[bad] == 0)
 		bad++;
 	if (bad == b->count)
