@@ -103,6 +103,18 @@ bool eachobs__window_room(const struct eachobs__window *win, size_t i)
 						       memory_order_acquire));
 }
 
+bool eachobs__window_room_seen(const struct eachobs__window *win, size_t i,
+			       size_t *seen)
+{
+	if (room_below(win, i, *seen))
+		return true;
+	/* Acquire, as in window_room: the consumer read the place's last
+	 * unit before it let go of it. What a loader does after an earlier
+	 * such load is ordered after that unit's release too. */
+	*seen = atomic_load_explicit(&win->released, memory_order_acquire);
+	return room_below(win, i, *seen);
+}
+
 struct room_wait {
 	const struct eachobs__window *win;
 	size_t unit;

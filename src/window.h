@@ -80,6 +80,13 @@ static inline size_t eachobs__window_depth(const struct eachobs__window *win)
 
 /* Whether unit i's place is free for it, without waiting. */
 bool eachobs__window_room(const struct eachobs__window *win, size_t i);
+/* The same for a loader that keeps *seen, what it last read of the
+ * consumer's releases (0 at first): read again only when what was seen
+ * leaves no room, so that the consumer's line stays with it while there
+ * is room (releases only grow, so an old count never finds room that is
+ * not there). */
+bool eachobs__window_room_seen(const struct eachobs__window *win, size_t i,
+			       size_t *seen);
 /* Loader: wait until unit i's place is free for it, or i reached the
  * limit. Waits for half the window to be free when it can (see
  * window.c). */
