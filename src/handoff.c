@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "handoff.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
@@ -123,9 +124,11 @@ int eachobs__handoff_init(struct eachobs__handoff *h, size_t buffersize,
 			  size_t nitems, unsigned nlanes,
 			  const _Atomic size_t *halt, bool free_waits)
 {
-	/* A lane's ready ring may hold every credit; its free ring keeps a
-	 * few items, the spare ring all of them. */
-	unsigned rs = ring_size_for(buffersize);
+	/* A lane's ready ring may hold every credit, twice over, so that its
+	 * producer looks at the consumer's head once per buffersize items
+	 * or more (enqueue_ready); its free ring keeps a few items, the
+	 * spare ring all of them. */
+	unsigned rs = ring_size_for(2 * buffersize);
 	unsigned fs = ring_size_for(EACHOBS__LANE_FREE);
 
 	eachobs__event_init(&h->ev_ready);
@@ -472,18 +475,65 @@ static bool put_wakes(const void *arg)
 }
 
 /* One producer per lane: no lock, no spinning on another producer. */
+/*
+ * The lane's producer: items[0..k) into its ready ring, with one store of
+ * the tail; what ck_ring_enqueue_spsc does for one entry (the same check,
+ * entry stores, fence and tail), for a run, and with the consumer's head
+ * as last seen (l->head_seen): read again only when that leaves no room.
+ * A look at the head per item took its line from the consumer each time.
+ * Never full: credits keep a lane's items below buffersize, half the
+ * ring.
+ */
+static void enqueue_ready(struct eachobs__lane *l, void *const *items,
+			  size_t k)
+{
+	ck_ring_t *r = &l->ready;
+	unsigned t = r->p_tail;
+
+	if (t + (unsigned)k - l->head_seen > r->mask) {
+		l->head_seen = ck_pr_load_uint(&r->c_head);
+		/* The consumer read the entries below its head before it
+		 * stored it (dequeue_ready); they are rewritten after. */
+		atomic_thread_fence(memory_order_acquire);
+		assert(t + (unsigned)k - l->head_seen <= r->mask);
+	}
+	for (size_t i = 0; i < k; i++)
+		l->ready_buf[(t + (unsigned)i) & r->mask].value = items[i];
+	ck_pr_fence_store();
+	ck_pr_store_uint(&r->p_tail, t + (unsigned)k);
+}
+
+/*
+ * The consumer: the oldest entry of lane l's ready ring, if any; what
+ * ck_ring_dequeue_spsc does, with the producer's tail as last seen
+ * (l->tail_seen), read again only once the entries below it are taken.
+ */
+static bool dequeue_ready(struct eachobs__lane *l, void **item)
+{
+	ck_ring_t *r = &l->ready;
+	unsigned c = r->c_head;
+
+	if (c == l->tail_seen) {
+		l->tail_seen = ck_pr_load_uint(&r->p_tail);
+		if (c == l->tail_seen)
+			return false;
+		ck_pr_fence_load();
+	}
+	*item = l->ready_buf[c & r->mask].value;
+	/* The entry is read before the head says it may be rewritten. */
+	atomic_thread_fence(memory_order_release);
+	ck_pr_store_uint(&r->c_head, c + 1);
+	return true;
+}
+
 void eachobs__handoff_publish(struct eachobs__handoff *h, unsigned lane,
 			      void *const *items, size_t k)
 {
-	struct eachobs__lane *l = &h->lanes[lane];
-
 	if (k == 0)
 		return;
 	for (size_t i = 0; i < k; i++)
 		hand_over(items[i]);
-	/* Cannot fail: credits keep every lane below its capacity. */
-	for (size_t i = 0; i < k; i++)
-		ck_ring_enqueue_spsc(&l->ready, l->ready_buf, items[i]);
+	enqueue_ready(&h->lanes[lane], items, k);
 	eachobs__event_notify_single(&h->ev_ready, put_wakes, h);
 }
 
@@ -604,7 +654,7 @@ void *eachobs__handoff_get_ready(struct eachobs__handoff *h)
 		next_lane(h);
 	for (unsigned k = 0; k < h->nlanes; k++) {
 		struct eachobs__lane *l = &h->lanes[h->cursor];
-		if (ck_ring_dequeue_spsc(&l->ready, l->ready_buf, &item)) {
+		if (dequeue_ready(l, &item)) {
 			take_over(item);
 			h->back = h->cursor;
 			h->streak++;

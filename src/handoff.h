@@ -60,6 +60,11 @@ struct eachobs__lane {
 					   * empty) */
 	ck_ring_buffer_t *ready_buf EACHOBS__ALIGNED;
 	ck_ring_buffer_t *free_buf;
+	/* Each side's last look at the other's end of the ready ring, on a
+	 * line of its own: a side reads the other's again only when what it
+	 * saw says full (producer) or empty (consumer), not per item. */
+	unsigned head_seen EACHOBS__ALIGNED; /* the producer's */
+	unsigned tail_seen EACHOBS__ALIGNED; /* the consumer's */
 } EACHOBS__ALIGNED;
 
 /* The consumer's naps (wait_ready): allowed at all, when it last found

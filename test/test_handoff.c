@@ -39,7 +39,8 @@ static void init(struct eachobs__handoff *h, size_t b, size_t nitems,
 
 Test(handoff, credits_bound_what_waits_in_all_lanes_to_exactly_buffersize)
 {
-	/* 3 and 4: a lane's ring (4 and 8 entries) could hold more. */
+	/* Whatever b, a lane's ring (twice b, rounded up to a power of two)
+	 * could hold more. */
 	for (size_t b = 1; b <= 9; b++)
 		for (unsigned lanes = 1; lanes <= 3; lanes++) {
 			_Atomic size_t halt = SIZE_MAX;
@@ -439,6 +440,52 @@ Test(handoff, a_depth_that_moves_while_producers_wait_never_stalls)
 			hand_over_at(b, p, 3000, false, true, false);
 			hand_over_at(b, p, 3000, true, true, false);
 		}
+}
+
+/* One thread: runs of 1 to b items published into one lane and taken
+ * a few at a time, many times around its ring, so that each side's last
+ * look at the other's index goes stale and wraps: every item comes out
+ * once, in the order put, and a consumer that finds none has taken all. */
+Test(handoff, runs_put_in_a_lane_come_out_in_order_across_its_ring_end)
+{
+	for (size_t b = 1; b <= 16; b++) {
+		_Atomic size_t halt = SIZE_MAX;
+		struct eachobs__handoff h;
+		size_t items[32];
+		size_t next = 0, put = 0, rounds = 0;
+
+		init(&h, b, b + 2, 1, &halt, items);
+		for (size_t i = 0; i < b + 2; i++)
+			items[i] = SIZE_MAX;
+		while (rounds++ < 200) {
+			size_t k = eachobs__handoff_try_take_credits(
+				&h, 1 + rounds % b);
+			void *run[16];
+			for (size_t j = 0; j < k; j++) {
+				run[j] = eachobs__handoff_try_get_free(&h, 0);
+				cr_assert_not_null(run[j], "b %zu", b);
+				*(size_t *)run[j] = put++;
+			}
+			eachobs__handoff_publish(&h, 0, run, k);
+			/* Take some, or all every third round. */
+			size_t take = rounds % 3 ? (rounds % b) + 1 : SIZE_MAX;
+			size_t *got;
+			while (take-- && (got = eachobs__handoff_get_ready(&h))) {
+				cr_assert_eq(*got, next, "b %zu: item %zu came "
+					     "out where %zu was due", b, *got,
+					     next);
+				next++;
+				eachobs__handoff_put_free(&h, got);
+			}
+			if (next == put) {
+				cr_assert_null(eachobs__handoff_get_ready(&h));
+				/* Settle what is owed, as before a sleep. */
+				drain(&h, &halt);
+			}
+		}
+		cr_assert_gt(put, 4 * b, "b %zu: %zu put", b, put);
+		eachobs__handoff_fini(&h);
+	}
 }
 
 Test(handoff, every_item_is_taken_once_in_its_lanes_order_and_loaders_never_starve)
