@@ -124,11 +124,11 @@ int eachobs__handoff_init(struct eachobs__handoff *h, size_t buffersize,
 			  size_t nitems, unsigned nlanes,
 			  const _Atomic size_t *halt, bool free_waits)
 {
-	/* A lane's ready ring may hold every credit, twice over, so that its
-	 * producer looks at the consumer's head once per buffersize items
-	 * or more (enqueue_ready); its free ring keeps a few items, the
-	 * spare ring all of them. */
-	unsigned rs = ring_size_for(2 * buffersize);
+	/* A lane's ready ring may hold every credit (the power of two above
+	 * buffersize: room to spare, so that its producer rarely looks at
+	 * the consumer's head, enqueue_ready); its free ring keeps a few
+	 * items, the spare ring all of them. */
+	unsigned rs = ring_size_for(buffersize);
 	unsigned fs = ring_size_for(EACHOBS__LANE_FREE);
 
 	eachobs__event_init(&h->ev_ready);
@@ -481,8 +481,9 @@ static bool put_wakes(const void *arg)
  * entry stores, fence and tail), for a run, and with the consumer's head
  * as last seen (l->head_seen): read again only when that leaves no room.
  * A look at the head per item took its line from the consumer each time.
- * Never full: credits keep a lane's items below buffersize, half the
- * ring.
+ * Never full: credits keep a lane's items at most buffersize, below the
+ * ring's capacity; the room beyond them (buffersize for a power of two)
+ * is what spares the look.
  */
 static void enqueue_ready(struct eachobs__lane *l, void *const *items,
 			  size_t k)

@@ -39,8 +39,7 @@ static void init(struct eachobs__handoff *h, size_t b, size_t nitems,
 
 Test(handoff, credits_bound_what_waits_in_all_lanes_to_exactly_buffersize)
 {
-	/* Whatever b, a lane's ring (twice b, rounded up to a power of two)
-	 * could hold more. */
+	/* 3 and 4: a lane's ring (4 and 8 entries) could hold more. */
 	for (size_t b = 1; b <= 9; b++)
 		for (unsigned lanes = 1; lanes <= 3; lanes++) {
 			_Atomic size_t halt = SIZE_MAX;
