@@ -474,7 +474,6 @@ static bool put_wakes(const void *arg)
 		any_ready(h));
 }
 
-/* One producer per lane: no lock, no spinning on another producer. */
 /*
  * The lane's producer: items[0..k) into its ready ring, with one store of
  * the tail; what ck_ring_enqueue_spsc does for one entry (the same check,
@@ -527,6 +526,7 @@ static bool dequeue_ready(struct eachobs__lane *l, void **item)
 	return true;
 }
 
+/* One producer per lane: no lock, no spinning on another producer. */
 void eachobs__handoff_publish(struct eachobs__handoff *h, unsigned lane,
 			      void *const *items, size_t k)
 {

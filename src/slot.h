@@ -29,17 +29,16 @@ struct eachobs__buf {
  * A slot: the place one unit (an observation, or a batch) is loaded into.
  * In ordered hold mode the consumer swaps the loaded buffer out for a spare
  * one (hold.c), so `b` belongs to the slot only while the slot is not
- * yielded.
+ * yielded. Ordered mode: slot s serves units s, s + W, s + 2W, ...; whose
+ * move it is, is the window's place s (window.h).
  */
 struct eachobs__slot {
 	struct eachobs__buf b;
-	/* Ordered mode: slot s serves units s, s + W, s + 2W, ...; whose
-	 * move it is, is the window's place s (window.h). */
-	/* Batched: the unit being filled, and the sharing of its entries
-	 * among threads (load.c). claim is generation << 32 | next entry to
-	 * claim; a slot is open to helpers while that entry is below count. */
-	/* On a line of their own, apart from the pointers above, which stay
-	 * shared in every reader's cache: what a loader writes per unit. */
+	/* What a loader writes per unit, on a line of its own, apart from the
+	 * pointers above, which stay shared in every reader's cache. The
+	 * unit being filled and, batched, the sharing of its entries among
+	 * threads (load.c): claim is generation << 32 | next entry to claim;
+	 * a slot is open to helpers while that entry is below count. */
 	_Atomic size_t unit EACHOBS__ALIGNED;
 	_Atomic size_t count;
 	_Atomic size_t done;
