@@ -79,6 +79,11 @@ enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
 enum { EACHOBS__ROOM_SPINS = 256 };
 /* One of every this many of those pauses is a sched_yield (window.c). */
 enum { EACHOBS__ROOM_YIELD = 32 };
+/* An ordered loader whose place the consumer, at its pace, frees only
+ * after this long sleeps at once instead of spinning: the spin would end
+ * in a sleep anyway, and with many loaders their spins took the cores
+ * from the consumer (window.c). */
+#define EACHOBS__ROOM_FAR_NS 20000u
 /* A consumer whose items come between NAP_GAP_MIN and NAP_GAP_MAX ns
  * apart (longer than its spins, shorter than a wake-up's worth of work)
  * naps for a run of NAP_RUN of them, at most NAP_MAX_NS, instead of

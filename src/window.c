@@ -8,6 +8,19 @@
 #include <limits.h>
 #include <sched.h>
 
+/*
+ * Broken variants, for test/meson.build only: each one breaks one promise
+ * of window.h, and the unit suite must catch it (EACHOBS__BREAK unset:
+ * the real window).
+ *   1: a release at a multiple of the step wakes every loader asleep for
+ *      room, not only those it frees
+ *   2: a loader asleep for room keeps the multiple it chose first when
+ *      the depth changes
+ */
+#ifndef EACHOBS__BREAK
+#define EACHOBS__BREAK 0
+#endif
+
 int eachobs__window_init(struct eachobs__window *win, size_t w, size_t n,
 			 const _Atomic size_t *limit)
 {
@@ -19,9 +32,12 @@ int eachobs__window_init(struct eachobs__window *win, size_t w, size_t n,
 	win->limit = limit;
 	atomic_init(&win->next_claim, 0);
 	atomic_init(&win->released, 0);
+	atomic_init(&win->pace_ns, 0);
+	win->mark_ns = 0;
 	atomic_init(&win->want, 0);
 	eachobs__event_init(&win->ev_loaded);
-	eachobs__event_init(&win->ev_room);
+	for (unsigned k = 0; k < EACHOBS__ROOM_EVENTS; k++)
+		eachobs__event_init(&win->ev_room[k]);
 	win->loaded = eachobs__alloc_aligned(w * sizeof(*win->loaded));
 	if (!win->loaded)
 		return -ENOMEM;
@@ -71,6 +87,21 @@ static bool moot(const struct eachobs__window *win, size_t i)
 	return i >= atomic_load_explicit(win->limit, memory_order_acquire);
 }
 
+/* Every loader asleep for room tests its place again. */
+static void notify_room_all(struct eachobs__window *win)
+{
+	for (unsigned k = 0; k < EACHOBS__ROOM_EVENTS; k++)
+		eachobs__event_notify(&win->ev_room[k], INT_MAX);
+}
+
+/* The event of the loaders whose place the release count `mark` (a
+ * multiple of the step) frees. */
+static struct eachobs__event *room_event(struct eachobs__window *win,
+					 size_t mark)
+{
+	return &win->ev_room[(mark / win->step) % EACHOBS__ROOM_EVENTS];
+}
+
 void eachobs__window_allow_depth(struct eachobs__window *win, size_t least)
 {
 	least = least < 1 ? 1 : least > win->w ? win->w : least;
@@ -83,8 +114,9 @@ void eachobs__window_set_depth(struct eachobs__window *win, size_t depth)
 	depth = depth < win->least ? win->least : depth > win->w ? win->w
 								   : depth;
 	atomic_store_explicit(&win->depth, depth, memory_order_relaxed);
-	/* Deeper: loaders asleep for room may have it now. */
-	eachobs__event_notify(&win->ev_room, INT_MAX);
+	/* Deeper: loaders asleep for room may have it now; shallower: the
+	 * multiple each waits for moved. */
+	notify_room_all(win);
 }
 
 /* Units below `released` were let go of: i's place is free once i -
@@ -118,6 +150,7 @@ bool eachobs__window_room_seen(const struct eachobs__window *win, size_t i,
 struct room_wait {
 	const struct eachobs__window *win;
 	size_t unit;
+	size_t depth; /* the depth its multiple was chosen for */
 };
 
 static bool room_or_moot(const void *arg)
@@ -125,6 +158,43 @@ static bool room_or_moot(const void *arg)
 	const struct room_wait *w = arg;
 
 	return eachobs__window_room(w->win, w->unit) || moot(w->win, w->unit);
+}
+
+/* What ends a sleep for room: room, the limit, or a new depth (which may
+ * move the multiple to wait for onto another event). */
+static bool room_moot_or_new_depth(const void *arg)
+{
+	const struct room_wait *w = arg;
+
+	if (EACHOBS__BREAK == 2)
+		return room_or_moot(w);
+	return room_or_moot(w) || eachobs__window_depth(w->win) != w->depth;
+}
+
+/* The first multiple of the step at which unit i's place is free with
+ * depth places in use: releases must reach i - depth + 1 (room_below). */
+static size_t room_mark(const struct eachobs__window *win, size_t i,
+			size_t depth)
+{
+	size_t need = i >= depth ? i - depth + 1 : 0;
+
+	return (need + win->step - 1) / win->step * win->step;
+}
+
+/* Sleep until unit i's place is free or moot, on the event of the
+ * multiple that frees it (chosen again whenever the depth changes). */
+static void sleep_for_room(struct eachobs__window *win, size_t i)
+{
+	struct room_wait w = { win, i, 0 };
+
+	for (;;) {
+		w.depth = eachobs__window_depth(win);
+		if (room_or_moot(&w))
+			return;
+		eachobs__event_wait_room(room_event(win,
+						    room_mark(win, i, w.depth)),
+					 room_moot_or_new_depth, &w, 0);
+	}
 }
 
 /*
@@ -137,7 +207,11 @@ static bool room_or_moot(const void *arg)
  * Waiting for the one place made loaders and consumer take turns, a
  * futex wake per observation with a cheap getobs. The wait cannot stall:
  * the multiple is below i - depth + step <= i, and every unit below i was
- * claimed earlier and is loaded or being loaded.
+ * claimed earlier and is loaded or being loaded. Each multiple has its
+ * event (one of EACHOBS__ROOM_EVENTS, in turn), so that the wake-up at one
+ * multiple does not rouse the loaders that wait for the next: with P
+ * loaders' chunks ahead of a full window, most of them woke only to sleep
+ * again.
  *
  * The spin gives its CPU away now and then: the unit the consumer waits
  * for is one particular loader's, and when loaders outnumber the cores
@@ -146,9 +220,24 @@ static bool room_or_moot(const void *arg)
  * consumer on 2 cores: the consumer slept every 80 units, and ordered ran
  * at half unordered's rate).
  */
+/* Whether unit i's place is so far from free, at the consumer's pace,
+ * that a spin would end in a sleep anyway (pace unknown: no). */
+static bool room_is_far(const struct eachobs__window *win, size_t i)
+{
+	size_t depth = eachobs__window_depth(win);
+	size_t r = atomic_load_explicit(&win->released, memory_order_relaxed);
+	uint64_t pace = atomic_load_explicit(&win->pace_ns,
+					     memory_order_relaxed);
+
+	if (i + 1 <= depth + r || pace == 0)
+		return false;
+	return (i + 1 - depth - r) * pace > EACHOBS__ROOM_FAR_NS;
+}
+
 void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 {
-	for (unsigned k = 0; k < EACHOBS__ROOM_SPINS; k++) {
+	for (unsigned k = 0; k < EACHOBS__ROOM_SPINS && !room_is_far(win, i);
+	     k++) {
 		if (eachobs__window_room(win, i) || moot(win, i))
 			return;
 		if (k % EACHOBS__ROOM_YIELD == EACHOBS__ROOM_YIELD - 1)
@@ -156,8 +245,7 @@ void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 		else
 			eachobs__cpu_relax();
 	}
-	struct room_wait w = { win, i };
-	eachobs__event_wait_room(&win->ev_room, room_or_moot, &w, 0);
+	sleep_for_room(win, i);
 }
 
 /* Whether the unit the consumer sleeps for is loaded now. */
@@ -224,17 +312,39 @@ void eachobs__window_wait_loaded(struct eachobs__window *win, size_t i,
 		eachobs__idle_end(st, t0, eachobs__now_ns());
 }
 
+/* The consumer, at each multiple of the step: what a release took on
+ * average since the last one. */
+static void note_pace(struct eachobs__window *win)
+{
+	uint64_t now = eachobs__now_ns();
+
+	if (win->mark_ns)
+		atomic_store_explicit(&win->pace_ns,
+				      (now - win->mark_ns) / win->step,
+				      memory_order_relaxed);
+	win->mark_ns = now;
+}
+
 /* Loaders wait for a multiple of the step (eachobs__window_wait_room):
- * only a release that reaches one, or the last, can wake one. */
+ * only a release that reaches one wakes, and only the loaders that
+ * multiple frees (those of another multiple on the same event test their
+ * place and sleep again); the last wakes every loader still asleep, as
+ * nothing is let go of after it. */
 void eachobs__window_release(struct eachobs__window *win, size_t i)
 {
-	atomic_store_explicit(&win->released, i + 1, memory_order_release);
-	if ((i + 1) % win->step == 0 || i + 1 == win->n)
-		eachobs__event_notify(&win->ev_room, INT_MAX);
+	size_t r = i + 1;
+
+	atomic_store_explicit(&win->released, r, memory_order_release);
+	if (r % win->step == 0)
+		note_pace(win);
+	if (r == win->n || (EACHOBS__BREAK == 1 && r % win->step == 0))
+		notify_room_all(win);
+	else if (r % win->step == 0)
+		eachobs__event_notify(room_event(win, r), INT_MAX);
 }
 
 void eachobs__window_wake(struct eachobs__window *win)
 {
 	eachobs__event_notify_single(&win->ev_loaded, NULL, NULL);
-	eachobs__event_notify(&win->ev_room, INT_MAX);
+	notify_room_all(win);
 }

@@ -16,8 +16,9 @@
  * `released`, says which places are free: unit i's is once released > i -
  * W. A loader that found no room sleeps until half the window is free
  * (the consumer wakes loaders only when `released` reaches a multiple of
- * half the window); the consumer sleeps on its own event, woken by the
- * loader that publishes the unit it waits for.
+ * half the window, and only those that multiple frees); the consumer
+ * sleeps on its own event, woken by the loader that publishes the unit it
+ * waits for.
  *
  * The depth in use (places, W at first) may be set lower while it runs:
  * unit i's place is then free once released > i - depth. Safety and
@@ -36,6 +37,11 @@
 
 #include "base.h"
 
+/* Loaders without room sleep on one of this many events, chosen by the
+ * release count that will free their place, so that each wake-up at a
+ * multiple of the step reaches the loaders it frees and not the rest. */
+enum { EACHOBS__ROOM_EVENTS = 4 };
+
 struct eachobs__window {
 	/* Read-mostly: fixed at init. */
 	_Atomic size_t *loaded;        /* W words: unit + 1 held loaded */
@@ -50,8 +56,13 @@ struct eachobs__window {
 	/* Written by the consumer. */
 	_Atomic size_t released EACHOBS__ALIGNED;   /* units let go of */
 	_Atomic size_t want;           /* the unit it sleeps for */
+	_Atomic uint64_t pace_ns;      /* ns a release took, over the last
+					* step (0: not measured yet) */
+	uint64_t mark_ns;              /* when it reached the last multiple
+					* of the step */
 	struct eachobs__event ev_loaded EACHOBS__ALIGNED; /* the consumer's */
-	struct eachobs__event ev_room EACHOBS__ALIGNED;   /* loaders' */
+	struct eachobs__event ev_room[EACHOBS__ROOM_EVENTS] EACHOBS__ALIGNED;
+						       /* loaders' */
 };
 
 /* A window of w >= 1 places over n units, under the owner's *limit. 0 or

@@ -330,3 +330,109 @@ Test(window, a_loader_without_room_sleeps_until_half_the_window_is_free)
 	cr_assert(eachobs__window_room(&w.win, 11));
 	eachobs__window_fini(&w.win);
 }
+
+/* A loader asleep for room on a thread of its own. */
+struct sleeper {
+	struct eachobs__window *win;
+	size_t unit;
+	_Atomic bool returned;
+	pthread_t th;
+};
+
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *s = arg;
+
+	eachobs__window_wait_room(s->win, s->unit);
+	atomic_store(&s->returned, true);
+	return NULL;
+}
+
+static unsigned room_sleepers(struct eachobs__window *win)
+{
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < EACHOBS__ROOM_EVENTS; k++)
+		n += atomic_load(&win->ev_room[k].waiters);
+	return n;
+}
+
+/* Start s, and return once `asleep` loaders sleep for room in all (5 s at
+ * most). */
+static void start_sleeper(struct sleeper *s, struct eachobs__window *win,
+			  size_t unit, unsigned asleep)
+{
+	s->win = win;
+	s->unit = unit;
+	atomic_init(&s->returned, false);
+	cr_assert_eq(pthread_create(&s->th, NULL, sleeper_main, s), 0);
+	for (int t = 0; t < 5000 && room_sleepers(win) < asleep; t++)
+		usleep(1000);
+	cr_assert_eq(room_sleepers(win), asleep, "loader for unit %zu is not "
+		     "asleep", unit);
+}
+
+/* Whether s returned within about a second. */
+static bool returns(struct sleeper *s)
+{
+	for (int t = 0; t < 1000 && !atomic_load(&s->returned); t++)
+		usleep(1000);
+	return atomic_load(&s->returned);
+}
+
+Test(window, a_release_at_a_multiple_wakes_only_the_loaders_it_frees)
+{
+	struct eachobs__window win;
+	struct sleeper a, b;
+	uint32_t epoch[EACHOBS__ROOM_EVENTS];
+
+	/* W = 8, step 4: unit 8's place frees at 4 releases, unit 12's at 8. */
+	cr_assert_eq(eachobs__window_init(&win, 8, 100, &no_limit), 0);
+	start_sleeper(&a, &win, 8, 1);
+	start_sleeper(&b, &win, 12, 2);
+	for (unsigned k = 0; k < EACHOBS__ROOM_EVENTS; k++)
+		epoch[k] = atomic_load(&win.ev_room[k].epoch);
+	for (size_t i = 0; i < 4; i++)
+		eachobs__window_release(&win, i);
+	cr_assert(returns(&a), "the loader whose place was freed slept on");
+	pthread_join(a.th, NULL);
+	cr_assert_not(atomic_load(&b.returned));
+	for (unsigned k = 0; k < EACHOBS__ROOM_EVENTS; k++)
+		if (atomic_load(&win.ev_room[k].waiters))
+			cr_expect_eq(atomic_load(&win.ev_room[k].epoch),
+				     epoch[k], "the release that freed unit "
+				     "8's place also woke the loader of 12");
+	for (size_t i = 4; i < 8; i++)
+		eachobs__window_release(&win, i);
+	cr_assert(returns(&b));
+	pthread_join(b.th, NULL);
+	eachobs__window_fini(&win);
+}
+
+Test(window, a_loader_asleep_for_room_follows_a_change_of_depth)
+{
+	_Atomic size_t limit = SIZE_MAX;
+	struct eachobs__window win;
+	struct sleeper s;
+
+	/* W = 8, least depth 4, step 2. Unit 9's place frees at 2 releases
+	 * with 8 places in use, at 6 with 4. */
+	cr_assert_eq(eachobs__window_init(&win, 8, 100, &limit), 0);
+	eachobs__window_allow_depth(&win, 4);
+	start_sleeper(&s, &win, 9, 1);
+	eachobs__window_set_depth(&win, 4);
+	for (size_t i = 0; i < 5; i++)
+		eachobs__window_release(&win, i);
+	usleep(20000);
+	cr_assert_not(atomic_load(&s.returned), "returned before its place "
+		      "was free");
+	eachobs__window_release(&win, 5);
+	bool woke = returns(&s);
+	/* Unblock it either way, so that a failure does not hang. */
+	atomic_store(&limit, 0);
+	eachobs__window_wake(&win);
+	pthread_join(s.th, NULL);
+	cr_assert(woke, "the release that freed its place with the new depth "
+		  "did not wake it");
+	eachobs__window_fini(&win);
+}
