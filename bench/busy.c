@@ -18,6 +18,10 @@
  *   cpu P=2       two CPU-bound workers and the consumer on 2 cores: the
  *                 loader competes for the consumer's core...
  *   cpu P=2 nice  ...unless worker_nice = 19 lets the consumer win it.
+ *   noop-ordered P=16
+ *                 getobs does nothing, in order: sixteen workers are far
+ *                 ahead of the consumer, and wait for room in the reorder
+ *                 window while it works; what their waiting costs it.
  * Each for BACKGROUND and THREADED (whose consumer loads only when it
  * would otherwise wait).
  *
@@ -28,6 +32,7 @@
 
 #include "util.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +46,16 @@ struct dataset {
 	size_t n;
 	uint64_t sleep_ns;   /* getobs sleeps this, or */
 	uint64_t burn_iters; /* burns this many hash rounds */
+};
+
+enum getobs_kind { SLEEPS, BURNS, NOTHING };
+
+struct kase {
+	const char *name;
+	unsigned p;
+	enum getobs_kind getobs;
+	int nice;
+	bool ordered;
 };
 
 static volatile uint64_t sink;
@@ -95,13 +110,15 @@ static uint64_t run_alone(size_t n, uint64_t work)
 	return now_ns() - t0;
 }
 
-static uint64_t run_with(struct dataset *d, uint64_t work, unsigned p,
-			 eachobs_executor ex, int nice, double *wait_share)
+static uint64_t run_with(struct dataset *d, uint64_t work,
+			 const struct kase *c, eachobs_executor ex,
+			 double *wait_share)
 {
 	const eachobs_dataset data = { d, ds_numobs, ds_getobs,
 				       sizeof(size_t) };
-	const eachobs_options o = { .nthreads = p, .executor = ex,
-				    .worker_nice = nice };
+	const eachobs_options o = { .nthreads = c->p, .executor = ex,
+				    .worker_nice = c->nice,
+				    .ordered = c->ordered };
 	eachobs_iter *it;
 	eachobs_stats st;
 	const void *obs;
@@ -129,12 +146,6 @@ static uint64_t run_with(struct dataset *d, uint64_t work, unsigned p,
 	return t;
 }
 
-struct kase {
-	const char *name;
-	unsigned p;
-	int cpu, nice;
-};
-
 static void usage(FILE *f, const char *prog)
 {
 	fprintf(f,
@@ -143,7 +154,7 @@ static void usage(FILE *f, const char *prog)
 		"A consumer doing W us of CPU work per observation (default\n"
 		"50), alone and beside the loader; getobs sleeps 100 us (P =\n"
 		"16) or burns G us of CPU (default 20; P = 1, 2, and 2 with\n"
-		"worker_nice 19). Prints the consumer's work rate beside the\n"
+		"worker_nice 19), or does nothing, in order (P = 16). Prints the consumer's work rate beside the\n"
 		"loader over its rate alone (1.00: the loader cost it nothing,\n"
 		"0.98: it took 2%%), median of R runs\n"
 		"(default 5) interleaved with the alone runs.\n",
@@ -173,11 +184,12 @@ int main(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	static const struct kase kases[] = {
-		{ "sleep100us", 16, 0, 0 },
-		{ "sleep-nice19", 16, 0, 19 },
-		{ "cpu", 1, 1, 0 },
-		{ "cpu", 2, 1, 0 },
-		{ "cpu-nice19", 2, 1, 19 },
+		{ "sleep100us", 16, SLEEPS, 0, false },
+		{ "sleep-nice19", 16, SLEEPS, 19, false },
+		{ "cpu", 1, BURNS, 0, false },
+		{ "cpu", 2, BURNS, 0, false },
+		{ "cpu-nice19", 2, BURNS, 19, false },
+		{ "noop-ordered", 16, NOTHING, 0, true },
 	};
 	static const eachobs_executor exs[] = { EACHOBS_BACKGROUND,
 						EACHOBS_THREADED };
@@ -208,8 +220,10 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < sizeof(kases) / sizeof(kases[0]); k++) {
 		const struct kase *c = &kases[k];
 		struct dataset d = { .n = o.n,
-				     .sleep_ns = c->cpu ? 0 : 100000,
-				     .burn_iters = c->cpu ? gburn : 0 };
+				     .sleep_ns = c->getobs == SLEEPS ? 100000
+								     : 0,
+				     .burn_iters = c->getobs == BURNS ? gburn
+								      : 0 };
 		for (size_t e = 0; e < 2; e++) {
 			const char *en = executor_name(exs[e]);
 
@@ -219,8 +233,7 @@ int main(int argc, char **argv)
 				/* Alone and beside, back to back, so both see
 				 * the same machine. */
 				uint64_t alone = run_alone(o.n, work);
-				uint64_t with = run_with(&d, work, c->p,
-							 exs[e], c->nice,
+				uint64_t with = run_with(&d, work, c, exs[e],
 							 &wait[r]);
 				ratio[r] = (double)alone / (double)with;
 			}
