@@ -197,6 +197,20 @@ static void sleep_for_room(struct eachobs__window *win, size_t i)
 	}
 }
 
+/* Whether unit i's place is so far from free, at the consumer's pace,
+ * that a spin would end in a sleep anyway (pace unknown: no). */
+static bool room_is_far(const struct eachobs__window *win, size_t i)
+{
+	size_t depth = eachobs__window_depth(win);
+	size_t r = atomic_load_explicit(&win->released, memory_order_relaxed);
+	uint64_t pace = atomic_load_explicit(&win->pace_ns,
+					     memory_order_relaxed);
+
+	if (i + 1 <= depth + r || pace == 0)
+		return false;
+	return (i + 1 - depth - r) * pace > EACHOBS__ROOM_FAR_NS;
+}
+
 /*
  * A loader whose place is not free yet (the window is full) spins a few
  * microseconds for it (base.h, EACHOBS__ROOM_SPINS), then sleeps until
@@ -219,21 +233,14 @@ static void sleep_for_room(struct eachobs__window *win, size_t i)
  * yielding kept off the core for the whole spin (P = 2 loaders beside the
  * consumer on 2 cores: the consumer slept every 80 units, and ordered ran
  * at half unordered's rate).
+ *
+ * A loader whose place the consumer, at the pace it kept over the last
+ * step, frees only after EACHOBS__ROOM_FAR_NS does not spin at all: its
+ * spin would end in a sleep, and with many loaders ahead of a slow
+ * consumer (sixteen, a consumer of 1 us an observation) their spins and
+ * yields took the cores from the consumer. A fast consumer's window
+ * holds no place that far (50 ns a release: 400 places).
  */
-/* Whether unit i's place is so far from free, at the consumer's pace,
- * that a spin would end in a sleep anyway (pace unknown: no). */
-static bool room_is_far(const struct eachobs__window *win, size_t i)
-{
-	size_t depth = eachobs__window_depth(win);
-	size_t r = atomic_load_explicit(&win->released, memory_order_relaxed);
-	uint64_t pace = atomic_load_explicit(&win->pace_ns,
-					     memory_order_relaxed);
-
-	if (i + 1 <= depth + r || pace == 0)
-		return false;
-	return (i + 1 - depth - r) * pace > EACHOBS__ROOM_FAR_NS;
-}
-
 void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 {
 	for (unsigned k = 0; k < EACHOBS__ROOM_SPINS && !room_is_far(win, i);
