@@ -124,9 +124,10 @@ void eachobs__window_set_depth(struct eachobs__window *win, size_t depth)
 static bool room_below(const struct eachobs__window *win, size_t i,
 		       size_t released)
 {
-	return i < released +
-			   atomic_load_explicit(&win->depth,
-						memory_order_relaxed);
+	/* Not i < released + depth: n may be near SIZE_MAX. */
+	return i < released ||
+	       i - released < atomic_load_explicit(&win->depth,
+						   memory_order_relaxed);
 }
 
 bool eachobs__window_room(const struct eachobs__window *win, size_t i)
@@ -206,9 +207,11 @@ static bool room_is_far(const struct eachobs__window *win, size_t i)
 	uint64_t pace = atomic_load_explicit(&win->pace_ns,
 					     memory_order_relaxed);
 
-	if (i + 1 <= depth + r || pace == 0)
+	/* Releases still needed, i - depth + 1 - r, without wrapping; and
+	 * their time compared without overflow. */
+	if (pace == 0 || i < r || i - r < depth)
 		return false;
-	return (i + 1 - depth - r) * pace > EACHOBS__ROOM_FAR_NS;
+	return i - r - depth + 1 > EACHOBS__ROOM_FAR_NS / pace;
 }
 
 /*

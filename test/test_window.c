@@ -421,6 +421,13 @@ Test(window, a_loader_asleep_for_room_follows_a_change_of_depth)
 	eachobs__window_allow_depth(&win, 4);
 	start_sleeper(&s, &win, 9, 1);
 	eachobs__window_set_depth(&win, 4);
+	/* It moves to the event of its new multiple, 6 (a loader that kept
+	 * its old one could still be woken at 2 and find room late). */
+	struct eachobs__event *ev =
+		&win.ev_room[(6 / win.step) % EACHOBS__ROOM_EVENTS];
+	for (int t = 0; t < 5000 && atomic_load(&ev->waiters) == 0; t++)
+		usleep(1000);
+	bool moved = atomic_load(&ev->waiters) == 1;
 	for (size_t i = 0; i < 5; i++)
 		eachobs__window_release(&win, i);
 	usleep(20000);
@@ -432,7 +439,22 @@ Test(window, a_loader_asleep_for_room_follows_a_change_of_depth)
 	atomic_store(&limit, 0);
 	eachobs__window_wake(&win);
 	pthread_join(s.th, NULL);
+	cr_assert(moved, "the loader did not move to its new multiple");
 	cr_assert(woke, "the release that freed its place with the new depth "
 		  "did not wake it");
+	eachobs__window_fini(&win);
+}
+
+Test(window, a_place_near_size_max_is_free_once_its_unit_minus_w_is_let_go)
+{
+	struct eachobs__window win;
+
+	/* n near SIZE_MAX, where released + W wraps past it. */
+	cr_assert_eq(eachobs__window_init(&win, 4, SIZE_MAX, &no_limit), 0);
+	eachobs__window_release(&win, SIZE_MAX - 6); /* released: MAX - 5 */
+	cr_assert(eachobs__window_room(&win, SIZE_MAX - 2));
+	cr_assert_not(eachobs__window_room(&win, SIZE_MAX - 1));
+	eachobs__window_release(&win, SIZE_MAX - 4); /* released: MAX - 3 */
+	cr_assert(eachobs__window_room(&win, SIZE_MAX - 1));
 	eachobs__window_fini(&win);
 }
