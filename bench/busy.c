@@ -154,10 +154,10 @@ static void usage(FILE *f, const char *prog)
 		"A consumer doing W us of CPU work per observation (default\n"
 		"50), alone and beside the loader; getobs sleeps 100 us (P =\n"
 		"16) or burns G us of CPU (default 20; P = 1, 2, and 2 with\n"
-		"worker_nice 19), or does nothing, in order (P = 16). Prints the consumer's work rate beside the\n"
-		"loader over its rate alone (1.00: the loader cost it nothing,\n"
-		"0.98: it took 2%%), median of R runs\n"
-		"(default 5) interleaved with the alone runs.\n",
+		"worker_nice 19), or does nothing, in order (P = 16). Prints\n"
+		"the consumer's work rate beside the loader over its rate\n"
+		"alone (1.00: the loader cost it nothing, 0.98: it took 2%%),\n"
+		"median of R runs (default 5) interleaved with the alone runs.\n",
 		prog);
 }
 

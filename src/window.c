@@ -172,12 +172,19 @@ static bool room_moot_or_new_depth(const void *arg)
 	return room_or_moot(w) || eachobs__window_depth(w->win) != w->depth;
 }
 
+/* The releases after which unit i's place is free with depth places in
+ * use (room_below), without wrapping. */
+static size_t releases_needed(size_t i, size_t depth)
+{
+	return i >= depth ? i - depth + 1 : 0;
+}
+
 /* The first multiple of the step at which unit i's place is free with
- * depth places in use: releases must reach i - depth + 1 (room_below). */
+ * depth places in use. */
 static size_t room_mark(const struct eachobs__window *win, size_t i,
 			size_t depth)
 {
-	size_t need = i >= depth ? i - depth + 1 : 0;
+	size_t need = releases_needed(i, depth);
 
 	return (need + win->step - 1) / win->step * win->step;
 }
@@ -202,16 +209,15 @@ static void sleep_for_room(struct eachobs__window *win, size_t i)
  * that a spin would end in a sleep anyway (pace unknown: no). */
 static bool room_is_far(const struct eachobs__window *win, size_t i)
 {
-	size_t depth = eachobs__window_depth(win);
+	size_t need = releases_needed(i, eachobs__window_depth(win));
 	size_t r = atomic_load_explicit(&win->released, memory_order_relaxed);
 	uint64_t pace = atomic_load_explicit(&win->pace_ns,
 					     memory_order_relaxed);
 
-	/* Releases still needed, i - depth + 1 - r, without wrapping; and
-	 * their time compared without overflow. */
-	if (pace == 0 || i < r || i - r < depth)
+	/* Their time compared without overflow. */
+	if (pace == 0 || need <= r)
 		return false;
-	return i - r - depth + 1 > EACHOBS__ROOM_FAR_NS / pace;
+	return need - r > EACHOBS__ROOM_FAR_NS / pace;
 }
 
 /*
@@ -246,8 +252,11 @@ static bool room_is_far(const struct eachobs__window *win, size_t i)
  */
 void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 {
-	for (unsigned k = 0; k < EACHOBS__ROOM_SPINS && !room_is_far(win, i);
-	     k++) {
+	/* Once, before the spin: the consumer's pace changes once a step,
+	 * and while it spins the distance only shrinks. */
+	unsigned spins = room_is_far(win, i) ? 0 : EACHOBS__ROOM_SPINS;
+
+	for (unsigned k = 0; k < spins; k++) {
 		if (eachobs__window_room(win, i) || moot(win, i))
 			return;
 		if (k % EACHOBS__ROOM_YIELD == EACHOBS__ROOM_YIELD - 1)
@@ -343,13 +352,14 @@ static void note_pace(struct eachobs__window *win)
 void eachobs__window_release(struct eachobs__window *win, size_t i)
 {
 	size_t r = i + 1;
+	bool at_mark = r % win->step == 0;
 
 	atomic_store_explicit(&win->released, r, memory_order_release);
-	if (r % win->step == 0)
+	if (at_mark)
 		note_pace(win);
-	if (r == win->n || (EACHOBS__BREAK == 1 && r % win->step == 0))
+	if (r == win->n || (EACHOBS__BREAK == 1 && at_mark))
 		notify_room_all(win);
-	else if (r % win->step == 0)
+	else if (at_mark)
 		eachobs__event_notify(room_event(win, r), INT_MAX);
 }
 
