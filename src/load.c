@@ -207,9 +207,14 @@ static inline bool halted(const struct eachobs__loader *ld, size_t u)
 static EACHOBS__TLS uint64_t cost_gen;
 static EACHOBS__TLS uint64_t cost_ns;
 
+uint64_t eachobs__getobs_cost(const struct eachobs__loader *ld)
+{
+	return cost_gen == ld->gen ? cost_ns : UINT64_MAX;
+}
+
 bool eachobs__getobs_cheap(const struct eachobs__loader *ld)
 {
-	return cost_gen == ld->gen && cost_ns < EACHOBS__CHEAP_NS;
+	return eachobs__getobs_cost(ld) < EACHOBS__CHEAP_NS;
 }
 
 /* Time k entries loaded since t0: this thread's cost estimate and stats. */

@@ -129,8 +129,11 @@ void eachobs__open(struct eachobs__loader *ld, struct eachobs__slot *slot,
 /* SERIAL, batched: load the next claimable entries of slot's open unit;
  * true when that completed the unit. */
 bool eachobs__fill_step(struct eachobs__loader *ld, struct eachobs__slot *slot);
-/* Whether getobs measured cheap on this thread for this loader (see
- * load.c): runs then, and no help before opening a unit. */
+/* What one getobs costs on this thread for this loader, in ns, as last
+ * measured (see load.c); UINT64_MAX while it has not been measured here. */
+uint64_t eachobs__getobs_cost(const struct eachobs__loader *ld);
+/* Whether getobs measured cheap on this thread for this loader: runs
+ * then, and no help before opening a unit. */
 bool eachobs__getobs_cheap(const struct eachobs__loader *ld);
 
 /* Streams: entry e of b is the record next(ctx, state, obs) writes, named
