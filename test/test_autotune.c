@@ -298,16 +298,28 @@ Test(autotune, yields_what_the_same_run_without_it_yields)
 	free(d.calls);
 }
 
+/* The threads loading, sampled every 20 items: the fewest and the most
+ * late in the first part (items 200-380, settled, before the switch), and
+ * in the second. A range, not one sample: a stall at one sample on a
+ * loaded machine moves the tuner for a while, and the promise is where it
+ * goes, not where it is at one instant. */
+struct parts {
+	unsigned first_fewest, first_most, fewest, most;
+};
+
+static void sample_into(unsigned n, unsigned *fewest, unsigned *most)
+{
+	*fewest = n < *fewest ? n : *fewest;
+	*most = n > *most ? n : *most;
+}
+
 /*
  * A consumer that takes 0.5 ms an item, 2,000 a second, and a getobs whose
  * cost changes at switch_at: waiting 50 us, one thread feeds it (Little's
- * law: 0.1 of a thread); waiting 5 ms, it takes 10. The threads loading
- * at the end of the first part (`first`, sampled before the switch) and
- * the most, or the fewest, in the second.
+ * law: 0.1 of a thread); waiting 5 ms, it takes 10.
  */
 static void two_parts(const struct mode *m, unsigned before_us,
-		      unsigned after_us, unsigned *first, unsigned *most,
-		      unsigned *fewest)
+		      unsigned after_us, struct parts *p)
 {
 	struct ad d;
 	eachobs_iter *it;
@@ -325,19 +337,17 @@ static void two_parts(const struct mode *m, unsigned before_us,
 			      .nthreads = 64, .buffersize = 8,
 			      .autotune = true };
 	it = ad_start(&d, &o);
-	*most = 0;
-	*fewest = UINT_MAX;
+	*p = (struct parts){ UINT_MAX, 0, UINT_MAX, 0 };
 	while ((rc = eachobs_next(it, NULL, NULL)) == 1) {
 		nap_us(500);
 		if (++k % 20)
 			continue;
 		cr_assert_eq(eachobs_get_stats(it, &st), 0);
-		if (k == 380)
-			*first = st.nloading;
-		if (k > 400 + 8 * 20) { /* past what was loaded before */
-			*most = st.nloading > *most ? st.nloading : *most;
-			*fewest = st.nloading < *fewest ? st.nloading : *fewest;
-		}
+		if (k >= 200 && k <= 380)
+			sample_into(st.nloading, &p->first_fewest,
+				    &p->first_most);
+		if (k > 400 + 8 * 20) /* past what was loaded before */
+			sample_into(st.nloading, &p->fewest, &p->most);
 	}
 	cr_assert_eq(rc, 0);
 	eachobs_close(it);
@@ -352,15 +362,16 @@ ParameterizedTestParameters(autotune, a_getobs_that_starts_waiting_gets_more_thr
 ParameterizedTest(const struct mode *m, autotune,
 		  a_getobs_that_starts_waiting_gets_more_threads)
 {
-	unsigned first, most, fewest;
+	struct parts p;
 
-	two_parts(m, 50, 5000, &first, &most, &fewest);
+	two_parts(m, 50, 5000, &p);
 	if (test_under_memcheck()) /* 50 us is not cheap under valgrind */
 		return;
-	cr_assert_gt(most, first, "%s: %u threads while getobs took 50 us, "
-		     "at most %u once it took 5 ms", mode_name(m), first, most);
-	cr_assert_geq(most, 4, "%s: %u threads for 10 threads' worth of "
-		      "waiting", mode_name(m), most);
+	cr_assert_gt(p.most, p.first_fewest, "%s: %u threads while getobs "
+		     "took 50 us, at most %u once it took 5 ms", mode_name(m),
+		     p.first_fewest, p.most);
+	cr_assert_geq(p.most, 4, "%s: %u threads for 10 threads' worth of "
+		      "waiting", mode_name(m), p.most);
 }
 
 ParameterizedTestParameters(autotune, a_getobs_that_gets_cheaper_gets_fewer_threads)
@@ -371,14 +382,14 @@ ParameterizedTestParameters(autotune, a_getobs_that_gets_cheaper_gets_fewer_thre
 ParameterizedTest(const struct mode *m, autotune,
 		  a_getobs_that_gets_cheaper_gets_fewer_threads)
 {
-	unsigned first, most, fewest;
+	struct parts p;
 
-	two_parts(m, 5000, 50, &first, &most, &fewest);
+	two_parts(m, 5000, 50, &p);
 	if (test_under_memcheck())
 		return;
-	cr_assert_lt(fewest, first, "%s: %u threads while getobs took 5 ms, "
-		     "still at least %u once it took 50 us", mode_name(m),
-		     first, fewest);
+	cr_assert_lt(p.fewest, p.first_most, "%s: %u threads while getobs "
+		     "took 5 ms, still at least %u once it took 50 us",
+		     mode_name(m), p.first_most, p.fewest);
 }
 
 ParameterizedTestParameters(autotune, a_consumer_that_never_waits_gets_fewer_threads)
@@ -401,22 +412,28 @@ ParameterizedTest(const struct mode *m, autotune,
 			      .nthreads = 16, .buffersize = 4,
 			      .autotune = true, .autotune_start = 8 };
 	it = ad_start(&d, &o);
-	while ((rc = eachobs_next(it, NULL, NULL)) == 1)
+	unsigned fewest = UINT_MAX; /* while the verdict was CONSUMER_BOUND */
+	while ((rc = eachobs_next(it, NULL, NULL)) == 1) {
 		nap_us(2000); /* 500 items a second; one thread loads 5000 */
+		cr_assert_eq(eachobs_get_stats(it, &st), 0);
+		if (st.tune_reason == EACHOBS_TUNE_CONSUMER_BOUND &&
+		    st.nloading < fewest)
+			fewest = st.nloading;
+	}
 	cr_assert_eq(rc, 0);
-	cr_assert_eq(eachobs_get_stats(it, &st), 0);
 	eachobs_close(it);
 	free(d.calls);
 	/* Whether the consumer never waited depends on the machine (a
 	 * loaded one may keep the loaders off a core for a while, and then
 	 * more threads are right): test_tune checks that a fed consumer
-	 * never gets more; here, only where it ends. */
+	 * never gets more; here, that it got fewer, judged fed, at some
+	 * point, not at the instant it ended (one late wake-up in the last
+	 * interval judged changes that). */
 	if (test_under_memcheck())
 		return;
-	cr_assert_lt(st.nloading, 8, "%s: %u threads feed a consumer one "
-		     "could", mode_name(m), st.nloading);
-	cr_assert_eq(st.tune_reason, EACHOBS_TUNE_CONSUMER_BOUND, "%s: %s",
-		     mode_name(m), eachobs_tune_reason_string(st.tune_reason));
+	cr_assert_lt(fewest, 8, "%s: never fewer than 8 threads, judged "
+		     "consumer-bound, for a consumer one could feed (%u)",
+		     mode_name(m), fewest);
 }
 
 ParameterizedTestParameters(autotune, a_consumer_that_never_waits_loads_less_far_ahead)
@@ -430,7 +447,7 @@ ParameterizedTest(const struct mode *m, autotune,
 	struct ad d;
 	eachobs_iter *it;
 	eachobs_stats st;
-	size_t k = 0, ahead = 0;
+	size_t k = 0, shallowest = SIZE_MAX;
 	int rc;
 
 	ad_init(&d, 600);
@@ -439,29 +456,40 @@ ParameterizedTest(const struct mode *m, autotune,
 			      .nthreads = 16, .buffersize = 128,
 			      .autotune = true, .autotune_start = 8 };
 	it = ad_start(&d, &o);
+	/* What may have begun ahead of the consumer: the depth, the threads'
+	 * getobs in flight and the one taken, as of any item so far, less
+	 * the items taken since (a depth that fell leaves what was begun
+	 * under the old one until the consumer takes it). */
+	size_t allowed = 0;
 	while ((rc = eachobs_next(it, NULL, NULL)) == 1) {
 		nap_us(2000);
-		/* The last third: what was loaded before the depth fell has
-		 * been taken. */
 		size_t begun = (size_t)atomic_load(&d.ncalls);
-		if (++k > 400 && begun - k > ahead)
-			ahead = begun - k;
+		cr_assert_eq(eachobs_get_stats(it, &st), 0);
+		cr_assert_leq(st.buffer_depth, st.buffersize);
+		size_t now = st.buffer_depth + o.nthreads + 1;
+		allowed = allowed > now ? allowed - 1 : now;
+		if (++k <= 400) /* the last third: the depth has fallen */
+			continue;
+		if (st.buffer_depth < shallowest)
+			shallowest = st.buffer_depth;
+		if (test_under_memcheck())
+			continue;
+		cr_assert_leq(begun - k, allowed, "%s: %zu getobs begun ahead "
+			      "of the consumer, depth %zu", mode_name(m),
+			      begun - k, st.buffer_depth);
 	}
 	cr_assert_eq(rc, 0);
-	cr_assert_eq(eachobs_get_stats(it, &st), 0);
 	eachobs_close(it);
 	free(d.calls);
 	cr_assert_eq(st.buffersize, 128);
-	cr_assert_leq(st.buffer_depth, st.buffersize);
 	if (test_under_memcheck())
 		return;
-	/* One or two threads feed it: the least depth, 16. */
-	cr_assert_lt(st.buffer_depth, 64, "%s: a depth of %zu for a consumer "
-		     "that never waits", mode_name(m), st.buffer_depth);
-	/* The depth, the threads' getobs in flight, the one taken. */
-	cr_assert_leq(ahead, st.buffer_depth + o.nthreads + 1,
-		      "%s: %zu getobs begun ahead of the consumer, depth %zu",
-		      mode_name(m), ahead, st.buffer_depth);
+	/* One or two threads feed it: the least depth, 16 (a starved
+	 * interval on a loaded machine may deepen it for good, so at some
+	 * point, not at the end). */
+	cr_assert_lt(shallowest, 64, "%s: never a depth under 64 for a "
+		     "consumer that never waits (%zu)", mode_name(m),
+		     shallowest);
 }
 
 ParameterizedTestParameters(autotune, loaders_that_wait_for_room_behind_a_slow_unit_get_depth)
@@ -622,13 +650,20 @@ Test(autotune, a_pool_remembers_what_the_last_iterator_learnt)
 			      .autotune_start = 8, .buffersize = 4,
 			      .executor = EACHOBS_BACKGROUND };
 	it = ad_start(&d, &o);
-	while (eachobs_next(it, NULL, NULL) == 1)
+	unsigned fewest = UINT_MAX;
+	while (eachobs_next(it, NULL, NULL) == 1) {
 		nap_us(2000);
+		cr_assert_eq(eachobs_get_stats(it, &st), 0);
+		fewest = st.nloading < fewest ? st.nloading : fewest;
+	}
 	cr_assert_eq(eachobs_get_stats(it, &st), 0);
 	eachobs_close(it);
 	unsigned learnt = st.nloading;
+	/* It learnt something (went below its start at some point); where
+	 * it ended, whatever a late interval made of it, is what the next
+	 * one must start from. */
 	if (!test_under_memcheck())
-		cr_assert_lt(learnt, 8);
+		cr_assert_lt(fewest, 8);
 
 	o.autotune_start = 0;
 	it = ad_start(&d, &o);
