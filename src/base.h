@@ -65,9 +65,10 @@ void eachobs__event_nap_single(struct eachobs__event *ev,
 			       eachobs__cond_fn cond, const void *arg,
 			       uint64_t ns);
 
-/* Spins before sleeping: a few microseconds for the consumer, which is on
- * the critical path, less for loaders, which are many and share the cores
- * with the consumer. Longer spins measured no better (docs/design.md,
+/* Spins before sleeping, in pauses of EACHOBS__PAUSE_NS (what one took
+ * where these were measured): a few microseconds for the consumer, which
+ * is on the critical path, less for loaders, which are many and share the
+ * cores with the consumer. Longer spins measured no better (docs/design.md,
  * Measurements). */
 enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
 /* A loader without room (a full buffer or window) waits this many pauses
@@ -77,6 +78,40 @@ enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
  * sleeping loader, and the consumer waited, a context switch each side
  * per half buffer. */
 enum { EACHOBS__ROOM_SPINS = 256 };
+/* A pause costs from a cycle (aarch64's yield) to 140 (x86 since Skylake),
+ * so the counts above are scaled to this CPU's pause once per process
+ * (eachobs__spins_calibrate): a spin lasts as long, in time, everywhere,
+ * within 1/8 and 16 times the count. */
+enum { EACHOBS__PAUSE_NS = 25 };
+/* On a line of its own: read by every spin, and no neighbour's write
+ * should cost those reads a miss. */
+struct eachobs__spin_budget {
+	_Alignas(64) _Atomic unsigned consumer, loader, room;
+	_Atomic bool measured; /* scaled to this CPU's pause */
+};
+extern struct eachobs__spin_budget eachobs__spins;
+/* Measure a pause and scale the budgets; the first call does it, every
+ * later one returns at once. Before it, the budgets are the counts. */
+void eachobs__spins_calibrate(void);
+/* A budget of count pauses of EACHOBS__PAUSE_NS in pauses that take
+ * ns256 / 256 ns: within count / 8 (a pause measured across preemptions)
+ * and count * 16 (one that costs next to nothing), at least 1. */
+unsigned eachobs__spins_scaled(unsigned count, uint64_t ns256);
+static inline unsigned eachobs__consumer_spins(void)
+{
+	return atomic_load_explicit(&eachobs__spins.consumer,
+				    memory_order_relaxed);
+}
+static inline unsigned eachobs__loader_spins(void)
+{
+	return atomic_load_explicit(&eachobs__spins.loader,
+				    memory_order_relaxed);
+}
+static inline unsigned eachobs__room_spins(void)
+{
+	return atomic_load_explicit(&eachobs__spins.room,
+				    memory_order_relaxed);
+}
 /* One of every this many of those pauses is a sched_yield (window.c). */
 enum { EACHOBS__ROOM_YIELD = 32 };
 /* An ordered loader whose place the consumer, at its pace, frees only

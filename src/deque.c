@@ -178,6 +178,7 @@ size_t eachobs__deques_claim(struct eachobs__deques *q, unsigned self,
 	 * the core to it rather than spin through our time slice. */
 	uint64_t t0 = 0;
 	size_t got;
+	unsigned spins = eachobs__loader_spins();
 
 	cost->stole = false;
 	for (unsigned round = 0; !(got = pop_front(q, self, max, first));
@@ -193,7 +194,7 @@ size_t eachobs__deques_claim(struct eachobs__deques *q, unsigned self,
 		}
 		if (round == 0)
 			t0 = eachobs__now_ns();
-		if (round < EACHOBS__LOADER_SPINS)
+		if (round < spins)
 			eachobs__cpu_relax();
 		else
 			sched_yield();

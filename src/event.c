@@ -44,6 +44,54 @@ static void futex_wake(_Atomic uint32_t *word, int n)
 
 EACHOBS__TLS struct eachobs__stats *eachobs__tls_stats;
 
+struct eachobs__spin_budget eachobs__spins = {
+	EACHOBS__CONSUMER_SPINS, EACHOBS__LOADER_SPINS, EACHOBS__ROOM_SPINS,
+	false
+};
+
+static pthread_once_t calibrated = PTHREAD_ONCE_INIT;
+
+unsigned eachobs__spins_scaled(unsigned count, uint64_t ns256)
+{
+	uint64_t n = (uint64_t)count * EACHOBS__PAUSE_NS * 256 /
+		     (ns256 ? ns256 : 1);
+	uint64_t lo = count / 8 ? count / 8 : 1, hi = (uint64_t)count * 16;
+
+	return (unsigned)(n < lo ? lo : n > hi ? hi : n);
+}
+
+static void set_budget(_Atomic unsigned *budget, unsigned count,
+		       uint64_t ns256)
+{
+	atomic_store_explicit(budget, eachobs__spins_scaled(count, ns256),
+			      memory_order_relaxed);
+}
+
+/* The cheapest of a few runs of 256 pauses (tens of microseconds in all):
+ * a run that a preemption or an interrupt lengthened is not the cheapest. */
+static void calibrate(void)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int r = 0; r < 5; r++) {
+		uint64_t t0 = eachobs__now_ns();
+		for (int i = 0; i < 256; i++)
+			eachobs__cpu_relax();
+		uint64_t t = eachobs__now_ns() - t0;
+		best = t < best ? t : best;
+	}
+	set_budget(&eachobs__spins.consumer, EACHOBS__CONSUMER_SPINS, best);
+	set_budget(&eachobs__spins.loader, EACHOBS__LOADER_SPINS, best);
+	set_budget(&eachobs__spins.room, EACHOBS__ROOM_SPINS, best);
+	atomic_store_explicit(&eachobs__spins.measured, true,
+			      memory_order_relaxed);
+}
+
+void eachobs__spins_calibrate(void)
+{
+	pthread_once(&calibrated, calibrate);
+}
+
 uint64_t eachobs__now_ns(void)
 {
 	struct timespec ts;

@@ -141,7 +141,7 @@ int eachobs__handoff_init(struct eachobs__handoff *h, size_t buffersize,
 	atomic_init(&h->resume_at, resume_at(buffersize, nlanes));
 	atomic_init(&h->withheld, 0);
 	h->flush_at = flush_at(buffersize);
-	h->spins = EACHOBS__CONSUMER_SPINS;
+	h->spins = eachobs__consumer_spins();
 	h->nstash = 0;
 	h->naps = (struct eachobs__naps){ 0 };
 	atomic_init(&h->napping, false);
@@ -272,10 +272,10 @@ static void wait_free(struct eachobs__handoff *h)
 {
 	if (h->free_waits)
 		eachobs__event_wait_timed(&h->ev_free, any_free_or_halted, h,
-					  EACHOBS__LOADER_SPINS);
+					  eachobs__loader_spins());
 	else
 		eachobs__event_wait_sliced(&h->ev_free, any_free_or_halted, h,
-					   EACHOBS__LOADER_SPINS, 1000000);
+					   eachobs__loader_spins(), 1000000);
 }
 
 void *eachobs__handoff_get_free(struct eachobs__handoff *h, unsigned lane)
@@ -395,13 +395,15 @@ static bool room_or_halted(const void *arg)
  * then sleeps until half the buffer is free. */
 size_t eachobs__handoff_take_credits(struct eachobs__handoff *h, size_t want)
 {
+	unsigned spins = eachobs__room_spins();
+
 	for (unsigned i = 0;; i++) {
 		size_t k = eachobs__handoff_try_take_credits(h, want);
 		if (k)
 			return k;
 		if (eachobs__handoff_halted(h))
 			return 0;
-		if (i < EACHOBS__ROOM_SPINS)
+		if (i < spins)
 			eachobs__cpu_relax();
 		else
 			eachobs__event_wait_room(&h->ev_room, room_or_halted,
@@ -773,14 +775,13 @@ void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
 	/* Spins that keep ending in sleep only cost a core (items that come
 	 * every few microseconds from many slow loaders): each wait whose
 	 * spins were spent halves the next one's, each that they served
-	 * doubles it, between EACHOBS__LOADER_SPINS and the consumer's. */
+	 * doubles it, between the loaders' budget and the consumer's (base.h). */
+	unsigned least = eachobs__loader_spins();
+	unsigned most = eachobs__consumer_spins();
+
 	if (eachobs__event_wait_single(&h->ev_ready, consumer_wakes, &w,
 				       h->spins))
-		h->spins = h->spins / 2 > EACHOBS__LOADER_SPINS
-				   ? h->spins / 2
-				   : EACHOBS__LOADER_SPINS;
+		h->spins = h->spins / 2 > least ? h->spins / 2 : least;
 	else
-		h->spins = h->spins * 2 < EACHOBS__CONSUMER_SPINS
-				   ? h->spins * 2
-				   : EACHOBS__CONSUMER_SPINS;
+		h->spins = h->spins * 2 < most ? h->spins * 2 : most;
 }

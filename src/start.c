@@ -561,6 +561,8 @@ static eachobs_iter *new_iterator(void)
 	}
 	memset(it, 0, sizeof(*it));
 	eachobs__loader_setup(&it->load);
+	/* Before any thread of it spins. */
+	eachobs__spins_calibrate();
 	return it;
 }
 

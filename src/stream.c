@@ -442,7 +442,7 @@ static void worker(eachobs_iter *it, unsigned self)
 			};
 			pthread_mutex_unlock(&m->lock);
 			eachobs__event_wait_timed(&m->ev_work, seq_moved,
-						  &w, EACHOBS__LOADER_SPINS);
+						  &w, eachobs__loader_spins());
 			pthread_mutex_lock(&m->lock);
 			continue;
 		}
@@ -542,7 +542,7 @@ static void wait_ready(eachobs_iter *it, uint32_t seq)
 
 	eachobs__idle_begin(&it->cstats, t0);
 	eachobs__event_wait(&M(it)->ev_ready, ready_moved, &w,
-			    EACHOBS__CONSUMER_SPINS);
+			    eachobs__consumer_spins());
 	eachobs__idle_end(&it->cstats, t0, eachobs__now_ns());
 }
 

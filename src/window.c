@@ -254,7 +254,7 @@ void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 {
 	/* Once, before the spin: the consumer's pace changes once a step,
 	 * and while it spins the distance only shrinks. */
-	unsigned spins = room_is_far(win, i) ? 0 : EACHOBS__ROOM_SPINS;
+	unsigned spins = room_is_far(win, i) ? 0 : eachobs__room_spins();
 
 	for (unsigned k = 0; k < spins; k++) {
 		if (eachobs__window_room(win, i) || moot(win, i))
@@ -326,7 +326,7 @@ void eachobs__window_wait_loaded(struct eachobs__window *win, size_t i,
 	if (st)
 		eachobs__idle_begin(st, t0);
 	eachobs__event_wait_single(&win->ev_loaded, loaded_or_woken, &w,
-				   EACHOBS__CONSUMER_SPINS);
+				   eachobs__consumer_spins());
 	if (st)
 		eachobs__idle_end(st, t0, eachobs__now_ns());
 }
