@@ -79,23 +79,28 @@ enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
  * per half buffer. */
 enum { EACHOBS__ROOM_SPINS = 256 };
 /* A pause costs from a cycle (aarch64's yield) to 140 (x86 since Skylake),
- * so the counts above are scaled to this CPU's pause once per process
- * (eachobs__spins_calibrate): a spin lasts as long, in time, everywhere,
- * within 1/8 and 16 times the count. */
+ * so the counts above are scaled to what one turn of a spin (a pause and
+ * a load) costs on this CPU, once per process (eachobs__spins_calibrate):
+ * a spin lasts about as long, in time, everywhere, within 1/8 and 8 times
+ * the count. */
 enum { EACHOBS__PAUSE_NS = 25 };
 /* On a line of its own: read by every spin, and no neighbour's write
  * should cost those reads a miss. */
 struct eachobs__spin_budget {
-	_Alignas(64) _Atomic unsigned consumer, loader, room;
+	_Alignas(64) _Atomic unsigned consumer;
+	_Atomic unsigned loader, room;
 	_Atomic bool measured; /* scaled to this CPU's pause */
 };
+_Static_assert(sizeof(struct eachobs__spin_budget) == 64,
+	       "the spin budgets fill one cache line");
 extern struct eachobs__spin_budget eachobs__spins;
 /* Measure a pause and scale the budgets; the first call does it, every
  * later one returns at once. Before it, the budgets are the counts. */
 void eachobs__spins_calibrate(void);
 /* A budget of count pauses of EACHOBS__PAUSE_NS in pauses that take
  * ns256 / 256 ns: within count / 8 (a pause measured across preemptions)
- * and count * 16 (one that costs next to nothing), at least 1. */
+ * and count * 8 (one that costs next to nothing, where the condition a
+ * spin tests costs more than it), at least 1, at most UINT_MAX. */
 unsigned eachobs__spins_scaled(unsigned count, uint64_t ns256);
 static inline unsigned eachobs__consumer_spins(void)
 {
@@ -112,7 +117,9 @@ static inline unsigned eachobs__room_spins(void)
 	return atomic_load_explicit(&eachobs__spins.room,
 				    memory_order_relaxed);
 }
-/* One of every this many of those pauses is a sched_yield (window.c). */
+/* One of every this many of those pauses is a sched_yield (window.c): a
+ * room spin makes EACHOBS__ROOM_SPINS / EACHOBS__ROOM_YIELD yields however
+ * its budget is scaled. */
 enum { EACHOBS__ROOM_YIELD = 32 };
 /* An ordered loader whose place the consumer, at its pace, frees only
  * after this long sleeps at once instead of spinning: the spin would end

@@ -55,9 +55,10 @@ unsigned eachobs__spins_scaled(unsigned count, uint64_t ns256)
 {
 	uint64_t n = (uint64_t)count * EACHOBS__PAUSE_NS * 256 /
 		     (ns256 ? ns256 : 1);
-	uint64_t lo = count / 8 ? count / 8 : 1, hi = (uint64_t)count * 16;
+	uint64_t lo = count / 8 ? count / 8 : 1, hi = (uint64_t)count * 8;
 
-	return (unsigned)(n < lo ? lo : n > hi ? hi : n);
+	n = n < lo ? lo : n > hi ? hi : n;
+	return n > UINT_MAX ? UINT_MAX : (unsigned)n;
 }
 
 static void set_budget(_Atomic unsigned *budget, unsigned count,
@@ -67,16 +68,21 @@ static void set_budget(_Atomic unsigned *budget, unsigned count,
 			      memory_order_relaxed);
 }
 
-/* The cheapest of a few runs of 256 pauses (tens of microseconds in all):
+/* The cheapest of a few runs of 256 turns of a spin, a pause and a
+ * relaxed load as a spin's condition makes (tens of microseconds in all):
  * a run that a preemption or an interrupt lengthened is not the cheapest. */
 static void calibrate(void)
 {
+	static _Atomic unsigned word;
 	uint64_t best = UINT64_MAX;
 
 	for (int r = 0; r < 5; r++) {
 		uint64_t t0 = eachobs__now_ns();
-		for (int i = 0; i < 256; i++)
+		for (int i = 0; i < 256; i++) {
+			if (atomic_load_explicit(&word, memory_order_relaxed))
+				break;
 			eachobs__cpu_relax();
+		}
 		uint64_t t = eachobs__now_ns() - t0;
 		best = t < best ? t : best;
 	}

@@ -391,7 +391,8 @@ static bool room_or_halted(const void *arg)
 }
 
 /* A producer out of credits first waits a few microseconds for any
- * credit (EACHOBS__ROOM_SPINS; the consumer gives them back in groups),
+ * credit (the room budget, base.h; the consumer gives them back in
+ * groups),
  * then sleeps until half the buffer is free. */
 size_t eachobs__handoff_take_credits(struct eachobs__handoff *h, size_t want)
 {
@@ -775,7 +776,8 @@ void eachobs__handoff_wait_ready(struct eachobs__handoff *h,
 	/* Spins that keep ending in sleep only cost a core (items that come
 	 * every few microseconds from many slow loaders): each wait whose
 	 * spins were spent halves the next one's, each that they served
-	 * doubles it, between the loaders' budget and the consumer's (base.h). */
+	 * doubles it, between the loaders' budget and the consumer's
+	 * (base.h). */
 	unsigned least = eachobs__loader_spins();
 	unsigned most = eachobs__consumer_spins();
 

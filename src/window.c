@@ -222,7 +222,7 @@ static bool room_is_far(const struct eachobs__window *win, size_t i)
 
 /*
  * A loader whose place is not free yet (the window is full) spins a few
- * microseconds for it (base.h, EACHOBS__ROOM_SPINS), then sleeps until
+ * microseconds for it (base.h, the room budget), then sleeps until
  * half the window is free, not one place: the consumer lets go of units
  * in order, so it wakes loaders only when `released` reaches a multiple
  * of the step (half the window, or of the least depth), and a loader
@@ -255,11 +255,14 @@ void eachobs__window_wait_room(struct eachobs__window *win, size_t i)
 	/* Once, before the spin: the consumer's pace changes once a step,
 	 * and while it spins the distance only shrinks. */
 	unsigned spins = room_is_far(win, i) ? 0 : eachobs__room_spins();
+	/* As many yields however the budget was scaled (base.h). */
+	unsigned every = spins / (EACHOBS__ROOM_SPINS / EACHOBS__ROOM_YIELD);
 
+	every = every ? every : 1;
 	for (unsigned k = 0; k < spins; k++) {
 		if (eachobs__window_room(win, i) || moot(win, i))
 			return;
-		if (k % EACHOBS__ROOM_YIELD == EACHOBS__ROOM_YIELD - 1)
+		if (k % every == every - 1)
 			sched_yield();
 		else
 			eachobs__cpu_relax();
