@@ -78,6 +78,10 @@ enum { EACHOBS__CONSUMER_SPINS = 128, EACHOBS__LOADER_SPINS = 32 };
  * sleeping loader, and the consumer waited, a context switch each side
  * per half buffer. */
 enum { EACHOBS__ROOM_SPINS = 256 };
+/* One of every this many of those pauses is a sched_yield (window.c): a
+ * room spin makes EACHOBS__ROOM_SPINS / EACHOBS__ROOM_YIELD yields however
+ * its budget is scaled. */
+enum { EACHOBS__ROOM_YIELD = 32 };
 /* A pause costs from a cycle (aarch64's yield) to 140 (x86 since Skylake),
  * so the counts above are scaled to what one turn of a spin (a pause and
  * a load) costs on this CPU, once per process (eachobs__spins_calibrate):
@@ -117,10 +121,6 @@ static inline unsigned eachobs__room_spins(void)
 	return atomic_load_explicit(&eachobs__spins.room,
 				    memory_order_relaxed);
 }
-/* One of every this many of those pauses is a sched_yield (window.c): a
- * room spin makes EACHOBS__ROOM_SPINS / EACHOBS__ROOM_YIELD yields however
- * its budget is scaled. */
-enum { EACHOBS__ROOM_YIELD = 32 };
 /* An ordered loader whose place the consumer, at its pace, frees only
  * after this long sleeps at once instead of spinning: the spin would end
  * in a sleep anyway, and with many loaders their spins took the cores

@@ -392,8 +392,7 @@ static bool room_or_halted(const void *arg)
 
 /* A producer out of credits first waits a few microseconds for any
  * credit (the room budget, base.h; the consumer gives them back in
- * groups),
- * then sleeps until half the buffer is free. */
+ * groups), then sleeps until half the buffer is free. */
 size_t eachobs__handoff_take_credits(struct eachobs__handoff *h, size_t want)
 {
 	unsigned spins = eachobs__room_spins();

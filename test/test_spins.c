@@ -12,11 +12,6 @@
 
 TestSuite(spins, .init = deadline, .timeout = 60);
 
-static unsigned consumer(void)
-{
-	return eachobs__consumer_spins();
-}
-
 /* A pause as dear as the one measured keeps the count; twice as dear
  * halves it, half as dear doubles it. */
 Test(spins, a_budget_lasts_as_long_whatever_a_pause_costs)
@@ -51,7 +46,7 @@ static bool measured(void)
 Test(spins, before_calibration_the_budgets_are_the_counts)
 {
 	cr_assert_not(measured());
-	cr_assert_eq(consumer(), EACHOBS__CONSUMER_SPINS);
+	cr_assert_eq(eachobs__consumer_spins(), EACHOBS__CONSUMER_SPINS);
 	cr_assert_eq(eachobs__loader_spins(), EACHOBS__LOADER_SPINS);
 	cr_assert_eq(eachobs__room_spins(), EACHOBS__ROOM_SPINS);
 }
@@ -63,7 +58,7 @@ Test(spins, calibration_scales_all_budgets_alike_once)
 {
 	eachobs__spins_calibrate();
 	cr_assert(measured());
-	unsigned c = consumer(), l = eachobs__loader_spins(),
+	unsigned c = eachobs__consumer_spins(), l = eachobs__loader_spins(),
 		 r = eachobs__room_spins();
 
 	cr_assert(c >= EACHOBS__CONSUMER_SPINS / 8 &&
@@ -77,7 +72,7 @@ Test(spins, calibration_scales_all_budgets_alike_once)
 	 * second call: it measures nothing again. */
 	atomic_store(&eachobs__spins.consumer, 7777u);
 	eachobs__spins_calibrate();
-	cr_assert_eq(consumer(), 7777u, "calibrated again");
+	cr_assert_eq(eachobs__consumer_spins(), 7777u, "calibrated again");
 	cr_assert_eq(eachobs__loader_spins(), l);
 	cr_assert_eq(eachobs__room_spins(), r);
 }
