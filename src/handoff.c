@@ -63,6 +63,7 @@ static void *take_over(void *item)
  *      and not before it sleeps
  *   5: a depth that rises again gives back no withheld credit
  *   6: the consumer keeps empty items back beyond the credits it owes
+ *   7: a peek shows the item one entry further behind than asked
  */
 #ifndef EACHOBS__BREAK
 #define EACHOBS__BREAK 0
@@ -670,6 +671,22 @@ void *eachobs__handoff_get_ready(struct eachobs__handoff *h)
 		next_lane(h);
 	}
 	return NULL;
+}
+
+/* Entries below the tail it last saw are published (dequeue_ready's
+ * fence followed that look), so they may be read; the tail is not read
+ * again, a peek takes no line from the producer. */
+void *eachobs__handoff_peek_ready(const struct eachobs__handoff *h,
+				  unsigned k)
+{
+	const struct eachobs__lane *l = &h->lanes[h->cursor];
+	unsigned c = l->ready.c_head;
+
+	if (EACHOBS__BREAK == 7)
+		k++;
+	if (l->tail_seen - c < k)
+		return NULL;
+	return l->ready_buf[(c + k - 1) & l->ready.mask].value;
 }
 
 struct wake_test {

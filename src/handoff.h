@@ -177,6 +177,13 @@ bool eachobs__handoff_put_ready(struct eachobs__handoff *h, unsigned lane,
 
 /* Consumer: a loaded item, or NULL when none waits in any lane. */
 void *eachobs__handoff_get_ready(struct eachobs__handoff *h);
+/* Consumer, right after get_ready returned an item: the item k (>= 1)
+ * entries behind it in the same lane, if it has been put there and the
+ * consumer has seen it (NULL otherwise); nothing is taken. For
+ * prefetching only: until get_ready returns it, the item is its
+ * producer's. */
+void *eachobs__handoff_peek_ready(const struct eachobs__handoff *h,
+				  unsigned k);
 /* Consumer, having found none: give back what it owes, and sleep until
  * an item is ready, the hand-off is halted, or also(arg) holds (NULL:
  * nothing else). With naps allowed, when items have come a few

@@ -358,12 +358,25 @@ static __attribute__((noinline)) int take_slow(eachobs_iter *it,
 	}
 }
 
+/* The slot the consumer takes after the next, when its lane has it
+ * already: its lines then come while the consumer is busy with this
+ * one (slot.h). */
+static void prefetch_ahead(const eachobs_iter *it)
+{
+	const struct eachobs__slot *ahead = eachobs__handoff_peek_ready(
+		&U(it)->handoff, EACHOBS__PREFETCH_AHEAD);
+
+	if (ahead)
+		eachobs__slot_prefetch(ahead);
+}
+
 static int take(eachobs_iter *it, struct eachobs__slot **out)
 {
 	struct eachobs__slot *slot;
 
 	if (it->yielded < it->nunits &&
 	    (slot = eachobs__handoff_get_ready(&U(it)->handoff))) {
+		prefetch_ahead(it);
 		it->yielded++;
 		*out = slot;
 		return 1;

@@ -6,7 +6,8 @@
  * with buffersize + producers + 1 items a producer holding a credit
  * always finds an empty one, wherever the consumer put it back; every
  * item put is taken once, each lane's in the order it was put; no lane
- * waits behind another for more than a streak; a consumer naps for a
+ * waits behind another for more than a streak; a peek shows the items
+ * behind the one taken, in its lane, and takes none; a consumer naps for a
  * run of items only while they come a few microseconds apart, a nap
  * ends by itself, naps stop once items do, and a napping consumer still
  * takes every item once; a run of empty items
@@ -483,6 +484,61 @@ Test(handoff, runs_put_in_a_lane_come_out_in_order_across_its_ring_end)
 			}
 		}
 		cr_assert_gt(put, 4 * b, "b %zu: %zu put", b, put);
+		eachobs__handoff_fini(&h);
+	}
+}
+
+/* Two lanes, runs of 1..b items in each, taken in streaks: after every
+ * take, each peek is the item that many entries behind it in the lane it
+ * came from, or NULL, and it takes nothing. */
+Test(handoff, a_peek_shows_what_is_behind_the_item_taken_in_its_lane_and_takes_none)
+{
+	for (size_t b = 1; b <= 8; b++) {
+		_Atomic size_t halt = SIZE_MAX;
+		struct eachobs__handoff h;
+		size_t items[32], put[2] = { 0, 0 }, next[2] = { 0, 0 };
+		size_t peeked = 0;
+
+		init(&h, b, b + 3, 2, &halt, items);
+		for (size_t rounds = 0; rounds < 300; rounds++) {
+			unsigned lane = rounds % 2;
+			size_t k = eachobs__handoff_try_take_credits(
+				&h, 1 + rounds % b);
+			void *run[16];
+			for (size_t j = 0; j < k; j++) {
+				run[j] = eachobs__handoff_try_get_free(&h, lane);
+				cr_assert_not_null(run[j], "b %zu", b);
+				/* The lane above bit 32, its count below. */
+				*(size_t *)run[j] = (size_t)lane << 32 |
+						    put[lane]++;
+			}
+			eachobs__handoff_publish(&h, lane, run, k);
+			size_t *got;
+			while ((got = eachobs__handoff_get_ready(&h))) {
+				unsigned l = (unsigned)(*got >> 32);
+				size_t c = *got & 0xffffffffu;
+				cr_assert_eq(c, next[l], "b %zu lane %u", b, l);
+				next[l]++;
+				for (unsigned d = 1; d <= b + 1; d++) {
+					size_t *ahead =
+						eachobs__handoff_peek_ready(&h, d);
+					if (!ahead)
+						continue;
+					cr_assert_eq(*ahead,
+						     (size_t)l << 32 | (c + d),
+						     "b %zu: %u behind lane %u's "
+						     "%zu", b, d, l, c);
+					peeked++;
+				}
+				eachobs__handoff_put_free(&h, got);
+			}
+			cr_assert_eq(next[0] + next[1], put[0] + put[1],
+				     "b %zu: a peek took an item", b);
+			drain(&h, &halt);
+		}
+		/* A run of two or more was there to see. */
+		if (b > 1)
+			cr_assert_gt(peeked, 100, "b %zu: %zu peeks", b, peeked);
 		eachobs__handoff_fini(&h);
 	}
 }
