@@ -385,6 +385,26 @@ static size_t fill(struct eachobs__handoff *h)
 	return put;
 }
 
+/* Put a run of up to want items in lane, as many as there are credits
+ * for, each stamped with the lane above bit 32 and its count in the lane
+ * (*count, advanced) below: the count put. */
+static size_t put_run(struct eachobs__handoff *h, unsigned lane, size_t want,
+		      size_t *count)
+{
+	size_t k = eachobs__handoff_try_take_credits(h, want);
+	void *run[16];
+
+	cr_assert_leq(k, 16);
+	for (size_t j = 0; j < k; j++) {
+		run[j] = eachobs__handoff_try_get_free(h, lane);
+		cr_assert_not_null(run[j], "lane %u: no empty item for a "
+				   "credit", lane);
+		*(size_t *)run[j] = (size_t)lane << 32 | (*count)++;
+	}
+	eachobs__handoff_publish(h, lane, run, k);
+	return k;
+}
+
 /* Take everything and give it back, settling what is owed (a consumer
  * about to sleep; the halt word makes the wait return). */
 static size_t drain(struct eachobs__handoff *h, _Atomic size_t *halt)
@@ -458,15 +478,7 @@ Test(handoff, runs_put_in_a_lane_come_out_in_order_across_its_ring_end)
 		for (size_t i = 0; i < b + 2; i++)
 			items[i] = SIZE_MAX;
 		while (rounds++ < 200) {
-			size_t k = eachobs__handoff_try_take_credits(
-				&h, 1 + rounds % b);
-			void *run[16];
-			for (size_t j = 0; j < k; j++) {
-				run[j] = eachobs__handoff_try_get_free(&h, 0);
-				cr_assert_not_null(run[j], "b %zu", b);
-				*(size_t *)run[j] = put++;
-			}
-			eachobs__handoff_publish(&h, 0, run, k);
+			put_run(&h, 0, 1 + rounds % b, &put);
 			/* Take some, or all every third round. */
 			size_t take = rounds % 3 ? (rounds % b) + 1 : SIZE_MAX;
 			size_t *got;
@@ -502,17 +514,7 @@ Test(handoff, a_peek_shows_what_is_behind_the_item_taken_in_its_lane_and_takes_n
 		init(&h, b, b + 3, 2, &halt, items);
 		for (size_t rounds = 0; rounds < 300; rounds++) {
 			unsigned lane = rounds % 2;
-			size_t k = eachobs__handoff_try_take_credits(
-				&h, 1 + rounds % b);
-			void *run[16];
-			for (size_t j = 0; j < k; j++) {
-				run[j] = eachobs__handoff_try_get_free(&h, lane);
-				cr_assert_not_null(run[j], "b %zu", b);
-				/* The lane above bit 32, its count below. */
-				*(size_t *)run[j] = (size_t)lane << 32 |
-						    put[lane]++;
-			}
-			eachobs__handoff_publish(&h, lane, run, k);
+			put_run(&h, lane, 1 + rounds % b, &put[lane]);
 			size_t *got;
 			while ((got = eachobs__handoff_get_ready(&h))) {
 				unsigned l = (unsigned)(*got >> 32);
