@@ -16,9 +16,9 @@
  *
  * Beside the measurement, the slot memory the header documents:
  * (buffersize + P + 1) slots of obs_size rounded up to 64 bytes. The
- * list of buffersizes always includes the default the library picks for
- * this obs_size and P (marked in the table), computed from the header's
- * documented rule.
+ * list of buffersizes always includes the defaults the library picks for
+ * this obs_size and P, unordered and ordered (marked in the table),
+ * computed from the header's documented rule.
  *
  * The consumer checks every index (exactly once, in order when ordered)
  * and touches one byte of each observation.
@@ -43,7 +43,7 @@
 
 struct options {
 	struct bench_args args; /* --reps, --threads, --quick, --csv */
-	size_t sizes[MAX_SIZES + 1]; /* room for the default */
+	size_t sizes[MAX_SIZES + 2]; /* room for the two defaults */
 	size_t nsizes;
 	uint64_t t_ns;
 	size_t obs_bytes, n;
@@ -73,8 +73,9 @@ static void usage(FILE *f, const char *prog)
 		"observations on P threads, unordered and ordered, each run in a\n"
 		"fresh child process. Prints the observations per second, the peak\n"
 		"resident memory the run added and the slot memory the header\n"
-		"documents, (buffersize + P + 1) * B. The default buffersize for\n"
-		"B and P is always included, marked with a *.\n"
+		"documents, (buffersize + P + 1) * B. The default buffersizes for\n"
+		"B and P (unordered, ordered) are always included, marked with\n"
+		"a *.\n"
 		"\n"
 		"  --sizes LIST    buffersizes (default 1,2,4,8,16,32,64,128,256,1024)\n"
 		"  --t-us T        microseconds getobs sleeps (default 1000)\n"
@@ -124,14 +125,18 @@ static void parse_own(int ch, const char *arg, void *ctx)
 
 /* The default the library picks (eachobs.h, eachobs_options.buffersize):
  * the largest of the minimum, 4 per thread, and as many as fit the
- * default bytes, at most the default maximum. */
-static size_t default_buffersize(unsigned p, size_t obs_bytes)
+ * default bytes (each slot at least 64), at most the default maximum,
+ * which is larger ordered. */
+static size_t default_buffersize(unsigned p, size_t obs_bytes, bool ordered)
 {
-	size_t fit = EACHOBS_DEFAULT_BUFFER_BYTES / obs_bytes;
+	size_t slot = (obs_bytes + 63) / 64 * 64;
+	size_t fit = EACHOBS_DEFAULT_BUFFER_BYTES / (slot ? slot : 64);
+	size_t most = ordered ? EACHOBS_DEFAULT_ORDERED_BUFFER_MAX
+			      : EACHOBS_DEFAULT_BUFFER_MAX;
 	size_t b = EACHOBS_DEFAULT_BUFFER_MIN;
 
-	if (fit > EACHOBS_DEFAULT_BUFFER_MAX)
-		fit = EACHOBS_DEFAULT_BUFFER_MAX;
+	if (fit > most)
+		fit = most;
 	if ((size_t)EACHOBS_DEFAULT_BUFFER_PER_THREAD * p > b)
 		b = (size_t)EACHOBS_DEFAULT_BUFFER_PER_THREAD * p;
 	return fit > b ? fit : b;
@@ -178,12 +183,14 @@ static void parse_args(int argc, char **argv, struct options *o)
 	if (o->args.quick)
 		o->n = o->n / QUICK_DIVISOR ? o->n / QUICK_DIVISOR : 1;
 
-	size_t def = default_buffersize(p, o->obs_bytes);
-	bool have = false;
-	for (size_t i = 0; i < o->nsizes; i++)
-		have = have || o->sizes[i] == def;
-	if (!have)
-		o->sizes[o->nsizes++] = def;
+	for (int ord = 0; ord <= 1; ord++) {
+		size_t def = default_buffersize(p, o->obs_bytes, ord);
+		bool have = false;
+		for (size_t i = 0; i < o->nsizes; i++)
+			have = have || o->sizes[i] == def;
+		if (!have)
+			o->sizes[o->nsizes++] = def;
+	}
 	qsort(o->sizes, o->nsizes, sizeof(o->sizes[0]), cmp_size);
 }
 
@@ -321,7 +328,8 @@ int main(int argc, char **argv)
 			     "t_ns,n,reps,wall_median_ms,obs_per_s,"
 			     "peak_rss_kib,slot_kib\n");
 	unsigned p = o.args.threads[0], reps = o.args.reps;
-	size_t def = default_buffersize(p, o.obs_bytes);
+	size_t def[2] = { default_buffersize(p, o.obs_bytes, false),
+			  default_buffersize(p, o.obs_bytes, true) };
 	size_t slot = (o.obs_bytes + 63) / 64 * 64;
 	struct data d = { .n = o.n, .obs_bytes = o.obs_bytes, .t_ns = o.t_ns };
 
@@ -353,7 +361,7 @@ int main(int argc, char **argv)
 			long pk = (long)median_double(peak, reps);
 			double slots_kib = (double)((o.sizes[i] + p + 1) * slot) /
 					   1024.0;
-			bool is_def = o.sizes[i] == def;
+			bool is_def = o.sizes[i] == def[ord];
 
 			clear_progress();
 			printf("%10zu%s %-9s %10.1f %12.0f %10.1f %10.1f\n",

@@ -161,7 +161,8 @@ typedef struct eachobs_options {
 	 *  EACHOBS_MAX_SLOTS. 0: the largest of EACHOBS_DEFAULT_BUFFER_MIN,
 	 *  EACHOBS_DEFAULT_BUFFER_PER_THREAD * nthreads and the units (each
 	 *  counted as at least 64 bytes) that fit EACHOBS_DEFAULT_BUFFER_BYTES,
-	 *  at most EACHOBS_DEFAULT_BUFFER_MAX; batched, the same with
+	 *  at most EACHOBS_DEFAULT_BUFFER_MAX (ordered and unbatched:
+	 *  EACHOBS_DEFAULT_ORDERED_BUFFER_MAX); batched, the same with
 	 *  EACHOBS_DEFAULT_BATCH_BUFFER_MIN and _PER_THREAD instead. */
 	size_t buffersize;
 	/** Who runs getobs(); EACHOBS_THREADED by default. */
@@ -307,7 +308,11 @@ typedef struct eachobs_options {
 #define EACHOBS_DEFAULT_BUFFER_MIN 16u          /**< at least this many, */
 #define EACHOBS_DEFAULT_BUFFER_PER_THREAD 4u    /**< this many a worker, */
 #define EACHOBS_DEFAULT_BUFFER_BYTES ((size_t)256 << 10) /**< what fits, */
-#define EACHOBS_DEFAULT_BUFFER_MAX 256u         /**< up to this many; */
+#define EACHOBS_DEFAULT_BUFFER_MAX 256u         /**< up to this many, */
+/** ... or this many when ordered and unbatched: the consumer waits for one
+ *  loader's position, and a deeper window keeps the other loaders busy
+ *  while that one is off a core (4096 slots of 64 bytes: 256 KiB); */
+#define EACHOBS_DEFAULT_ORDERED_BUFFER_MAX 4096u
 #define EACHOBS_DEFAULT_BATCH_BUFFER_MIN 2u     /**< batched: at least, */
 #define EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD 2u /**< and a worker. */
 /** Upper bound on eachobs_options.batchsize. */

@@ -72,8 +72,11 @@ static size_t default_buffersize(const eachobs_options *o, unsigned nthreads,
 	size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES /
 		       (unit_bytes > EACHOBS__CACHELINE ? unit_bytes
 							: EACHOBS__CACHELINE);
-	if (cheap > EACHOBS_DEFAULT_BUFFER_MAX)
-		cheap = EACHOBS_DEFAULT_BUFFER_MAX;
+	size_t most = o->ordered && !o->batchsize
+			      ? EACHOBS_DEFAULT_ORDERED_BUFFER_MAX
+			      : EACHOBS_DEFAULT_BUFFER_MAX;
+	if (cheap > most)
+		cheap = most;
 	return b < cheap ? cheap : b;
 }
 

@@ -191,8 +191,11 @@ static inline size_t bd_unit_bound(const eachobs_options *o, size_t obs_size)
 		bs = per * nt < min ? min : per * nt;
 		size_t unit = bd_unit_bytes(o->batchsize ? o->batchsize : 1, obs_size);
 		size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES / (unit > 64 ? unit : 64);
-		if (cheap > EACHOBS_DEFAULT_BUFFER_MAX)
-			cheap = EACHOBS_DEFAULT_BUFFER_MAX;
+		size_t most = o->ordered && !o->batchsize
+				      ? EACHOBS_DEFAULT_ORDERED_BUFFER_MAX
+				      : EACHOBS_DEFAULT_BUFFER_MAX;
+		if (cheap > most)
+			cheap = most;
 		if (bs < cheap)
 			bs = cheap;
 	}

@@ -479,8 +479,11 @@ static size_t slot_bound(const struct plan *p)
 		size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES / (unit > 64 ? unit : 64);
 
 		b = per * t > min ? per * t : min;
-		if (cheap > EACHOBS_DEFAULT_BUFFER_MAX)
-			cheap = EACHOBS_DEFAULT_BUFFER_MAX;
+		size_t most = o.ordered && !o.batchsize
+				      ? EACHOBS_DEFAULT_ORDERED_BUFFER_MAX
+				      : EACHOBS_DEFAULT_BUFFER_MAX;
+		if (cheap > most)
+			cheap = most;
 		if (b < cheap)
 			b = cheap;
 	}

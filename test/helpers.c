@@ -71,8 +71,11 @@ size_t slot_bound(const eachobs_options *o, size_t obs_size)
 		size_t stride = (obs_size + 63) & ~(size_t)63;
 		size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES /
 			       (stride > 64 ? stride : 64);
-		if (cheap > EACHOBS_DEFAULT_BUFFER_MAX)
-			cheap = EACHOBS_DEFAULT_BUFFER_MAX;
+		size_t most = o && o->ordered && !o->batchsize
+				      ? EACHOBS_DEFAULT_ORDERED_BUFFER_MAX
+				      : EACHOBS_DEFAULT_BUFFER_MAX;
+		if (cheap > most)
+			cheap = most;
 		if (bs < cheap)
 			bs = cheap;
 	}

@@ -209,8 +209,11 @@ static long slot_bound(const struct cfg *c, size_t nthreads_resolved)
 		b = per * nthreads_resolved < min ? min : per * nthreads_resolved;
 		size_t unit = (cap * c->obs_size + 63) & ~(size_t)63;
 		size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES / (unit > 64 ? unit : 64);
-		if (cheap > EACHOBS_DEFAULT_BUFFER_MAX)
-			cheap = EACHOBS_DEFAULT_BUFFER_MAX;
+		size_t most = c->o.ordered && !c->o.batchsize
+				      ? EACHOBS_DEFAULT_ORDERED_BUFFER_MAX
+				      : EACHOBS_DEFAULT_BUFFER_MAX;
+		if (cheap > most)
+			cheap = most;
 		if (b < cheap)
 			b = cheap;
 	}

@@ -135,3 +135,65 @@ Test(stats, rejects_null)
 	cr_assert_eq(eachobs_get_stats(it, NULL), -EINVAL);
 	eachobs_close(it);
 }
+
+static size_t one(void *ctx)
+{
+	(void)ctx;
+	return 1;
+}
+
+static int no_load(void *ctx, size_t idx, void *obs)
+{
+	(void)ctx, (void)idx, (void)obs;
+	return 0;
+}
+
+/* eachobs_options.buffersize 0, as the header's rule gives it: 4 a
+ * thread (at least 16), or as many slots (of at least 64 bytes) as fit
+ * 256 KiB, at most 256, or 4096 ordered and unbatched; batched, 2 a
+ * thread (at least 2) or as many batches as fit, at most 256. */
+Test(stats, the_buffersize_in_force_is_the_default_the_header_gives)
+{
+	static const struct {
+		unsigned nthreads;
+		size_t obs_size;
+		bool ordered;
+		size_t batchsize;
+		size_t want;
+	} cases[] = {
+		{ 2, 8, false, 0, 256 },       { 2, 8, true, 0, 4096 },
+		{ 2, 100, true, 0, 2048 },     { 2, 512, false, 0, 256 },
+		{ 2, 512, true, 0, 512 },      { 2, 150528, true, 0, 16 },
+		{ 16, 150528, true, 0, 64 },   { 16, 150528, false, 0, 64 },
+		{ 2, 8, false, 64, 256 },      { 2, 8, true, 64, 256 },
+		{ 2, 65536, true, 64, 4 },     { 1, 65536, false, 64, 2 },
+	};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		for (int ex = 0; ex < 2; ex++) {
+			eachobs_dataset data = { NULL, one, no_load,
+						 cases[c].obs_size };
+			eachobs_options o = {
+				.nthreads = cases[c].nthreads,
+				.ordered = cases[c].ordered,
+				.batchsize = cases[c].batchsize,
+				.executor = ex ? EACHOBS_BACKGROUND
+					       : EACHOBS_THREADED,
+			};
+			eachobs_iter *it;
+			eachobs_stats st;
+
+			cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
+			cr_assert_eq(eachobs_get_stats(it, &st), 0);
+			eachobs_close(it);
+			cr_expect_eq(st.buffersize, cases[c].want,
+				     "case %zu (P = %u, obs_size %zu, ordered "
+				     "%d, batchsize %zu, %s): buffersize %zu, "
+				     "want %zu",
+				     c, cases[c].nthreads, cases[c].obs_size,
+				     cases[c].ordered, cases[c].batchsize,
+				     ex ? "BACKGROUND" : "THREADED",
+				     st.buffersize, cases[c].want);
+		}
+	}
+}
