@@ -14,6 +14,7 @@
 
 #include "eachobs.h"
 #include "helpers.h"
+#include "buffer_rule.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -183,22 +184,10 @@ static inline size_t bd_unit_bound(const eachobs_options *o, size_t obs_size)
 
 	if (o->executor == EACHOBS_SERIAL)
 		return hold;
-	if (!bs) {
-		size_t per = o->batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD
-					  : EACHOBS_DEFAULT_BUFFER_PER_THREAD;
-		size_t min = o->batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_MIN
-					  : EACHOBS_DEFAULT_BUFFER_MIN;
-		bs = per * nt < min ? min : per * nt;
-		size_t unit = bd_unit_bytes(o->batchsize ? o->batchsize : 1, obs_size);
-		size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES / (unit > 64 ? unit : 64);
-		size_t most = o->ordered && !o->batchsize
-				      ? EACHOBS_DEFAULT_ORDERED_BUFFER_MAX
-				      : EACHOBS_DEFAULT_BUFFER_MAX;
-		if (cheap > most)
-			cheap = most;
-		if (bs < cheap)
-			bs = cheap;
-	}
+	if (!bs)
+		bs = rule_default_buffersize(
+			o->batchsize != 0, o->ordered, nt,
+			bd_unit_bytes(o->batchsize ? o->batchsize : 1, obs_size));
 	return bs + nt + hold;
 }
 

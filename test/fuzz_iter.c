@@ -48,6 +48,7 @@
  * takes the header's inline eachobs_parallel, not the library's 0.1 one. */
 #undef EACHOBS_BUILDING
 #include "eachobs.h"
+#include "buffer_rule.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -470,23 +471,9 @@ static size_t slot_bound(const struct plan *p)
 
 	if (o.executor == EACHOBS_SERIAL)
 		return consumer * cap;
-	if (!b) {
-		size_t per = o.batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD
-					 : EACHOBS_DEFAULT_BUFFER_PER_THREAD;
-		size_t min = o.batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_MIN
-					 : EACHOBS_DEFAULT_BUFFER_MIN;
-		size_t unit = (cap * p->obs_size + 63) / 64 * 64;
-		size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES / (unit > 64 ? unit : 64);
-
-		b = per * t > min ? per * t : min;
-		size_t most = o.ordered && !o.batchsize
-				      ? EACHOBS_DEFAULT_ORDERED_BUFFER_MAX
-				      : EACHOBS_DEFAULT_BUFFER_MAX;
-		if (cheap > most)
-			cheap = most;
-		if (b < cheap)
-			b = cheap;
-	}
+	if (!b)
+		b = rule_default_buffersize(o.batchsize != 0, o.ordered, t,
+					    rule_unit_bytes(cap, p->obs_size));
 	return (b + t + consumer) * cap;
 }
 

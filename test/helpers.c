@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #define TEST_HELPERS_OWN
 #include "helpers.h"
+#include "buffer_rule.h"
 #include "cpus.h"
 
 #include <criterion/criterion.h>
@@ -61,24 +62,13 @@ size_t slot_bound(const eachobs_options *o, size_t obs_size)
 	if (o && o->executor == EACHOBS_SERIAL)
 		return 1;
 	nt = o && o->nthreads ? o->nthreads : default_nthreads();
-	if (o && o->buffersize) {
-		bs = o->buffersize;
-	} else {
-		bs = (size_t)EACHOBS_DEFAULT_BUFFER_PER_THREAD * nt;
-		if (bs < EACHOBS_DEFAULT_BUFFER_MIN)
-			bs = EACHOBS_DEFAULT_BUFFER_MIN;
-		/* Small observations get a buffer of DEFAULT_BUFFER_BYTES. */
-		size_t stride = (obs_size + 63) & ~(size_t)63;
-		size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES /
-			       (stride > 64 ? stride : 64);
-		size_t most = o && o->ordered && !o->batchsize
-				      ? EACHOBS_DEFAULT_ORDERED_BUFFER_MAX
-				      : EACHOBS_DEFAULT_BUFFER_MAX;
-		if (cheap > most)
-			cheap = most;
-		if (bs < cheap)
-			bs = cheap;
-	}
+	/* Counted as unbatched, whatever o->batchsize: the callers' units
+	 * are single observations. */
+	bs = o && o->buffersize
+		     ? o->buffersize
+		     : rule_default_buffersize(false,
+					       o && o->ordered && !o->batchsize,
+					       nt, rule_unit_bytes(1, obs_size));
 	return bs + nt + 1;
 }
 

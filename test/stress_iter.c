@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "eachobs.h"
+#include "buffer_rule.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -201,22 +202,10 @@ static long slot_bound(const struct cfg *c, size_t nthreads_resolved)
 	if (c->o.executor == EACHOBS_SERIAL)
 		return (long)(hold * cap);
 	size_t b = c->o.buffersize;
-	if (!b) {
-		size_t per = c->o.batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_PER_THREAD
-					    : EACHOBS_DEFAULT_BUFFER_PER_THREAD;
-		size_t min = c->o.batchsize ? EACHOBS_DEFAULT_BATCH_BUFFER_MIN
-					    : EACHOBS_DEFAULT_BUFFER_MIN;
-		b = per * nthreads_resolved < min ? min : per * nthreads_resolved;
-		size_t unit = (cap * c->obs_size + 63) & ~(size_t)63;
-		size_t cheap = EACHOBS_DEFAULT_BUFFER_BYTES / (unit > 64 ? unit : 64);
-		size_t most = c->o.ordered && !c->o.batchsize
-				      ? EACHOBS_DEFAULT_ORDERED_BUFFER_MAX
-				      : EACHOBS_DEFAULT_BUFFER_MAX;
-		if (cheap > most)
-			cheap = most;
-		if (b < cheap)
-			b = cheap;
-	}
+	if (!b)
+		b = rule_default_buffersize(c->o.batchsize != 0, c->o.ordered,
+					    nthreads_resolved,
+					    rule_unit_bytes(cap, c->obs_size));
 	return (long)((b + nthreads_resolved + hold) * cap);
 }
 

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "eachobs.h"
 #include "helpers.h"
+#include "buffer_rule.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -152,31 +153,33 @@ static int no_load(void *ctx, size_t idx, void *obs)
  * thread (at least 16), or as many slots (of at least 64 bytes) as fit
  * 256 KiB, at most 256, or 4096 ordered and unbatched; batched, 2 a
  * thread (at least 2) or as many batches as fit, at most 256. */
+static const struct buffer_case {
+	unsigned nthreads;
+	size_t obs_size;
+	bool ordered;
+	size_t batchsize;
+	size_t want;
+} buffer_cases[] = {
+	{ 2, 8, false, 0, 256 },       { 2, 8, true, 0, 4096 },
+	{ 2, 100, true, 0, 2048 },     { 2, 512, false, 0, 256 },
+	{ 2, 512, true, 0, 512 },      { 2, 150528, true, 0, 16 },
+	{ 16, 150528, true, 0, 64 },   { 16, 150528, false, 0, 64 },
+	{ 2, 8, false, 64, 256 },      { 2, 8, true, 64, 256 },
+	{ 2, 65536, true, 64, 4 },     { 1, 65536, false, 64, 2 },
+};
+#define NBUFFER_CASES (sizeof(buffer_cases) / sizeof(buffer_cases[0]))
+
 Test(stats, the_buffersize_in_force_is_the_default_the_header_gives)
 {
-	static const struct {
-		unsigned nthreads;
-		size_t obs_size;
-		bool ordered;
-		size_t batchsize;
-		size_t want;
-	} cases[] = {
-		{ 2, 8, false, 0, 256 },       { 2, 8, true, 0, 4096 },
-		{ 2, 100, true, 0, 2048 },     { 2, 512, false, 0, 256 },
-		{ 2, 512, true, 0, 512 },      { 2, 150528, true, 0, 16 },
-		{ 16, 150528, true, 0, 64 },   { 16, 150528, false, 0, 64 },
-		{ 2, 8, false, 64, 256 },      { 2, 8, true, 64, 256 },
-		{ 2, 65536, true, 64, 4 },     { 1, 65536, false, 64, 2 },
-	};
-
-	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+	for (size_t c = 0; c < NBUFFER_CASES; c++) {
+		const struct buffer_case *k = &buffer_cases[c];
 		for (int ex = 0; ex < 2; ex++) {
 			eachobs_dataset data = { NULL, one, no_load,
-						 cases[c].obs_size };
+						 k->obs_size };
 			eachobs_options o = {
-				.nthreads = cases[c].nthreads,
-				.ordered = cases[c].ordered,
-				.batchsize = cases[c].batchsize,
+				.nthreads = k->nthreads,
+				.ordered = k->ordered,
+				.batchsize = k->batchsize,
 				.executor = ex ? EACHOBS_BACKGROUND
 					       : EACHOBS_THREADED,
 			};
@@ -186,14 +189,31 @@ Test(stats, the_buffersize_in_force_is_the_default_the_header_gives)
 			cr_assert_eq(eachobs_parallel(&it, &data, &o), 0);
 			cr_assert_eq(eachobs_get_stats(it, &st), 0);
 			eachobs_close(it);
-			cr_expect_eq(st.buffersize, cases[c].want,
+			cr_expect_eq(st.buffersize, k->want,
 				     "case %zu (P = %u, obs_size %zu, ordered "
 				     "%d, batchsize %zu, %s): buffersize %zu, "
 				     "want %zu",
-				     c, cases[c].nthreads, cases[c].obs_size,
-				     cases[c].ordered, cases[c].batchsize,
+				     c, k->nthreads, k->obs_size, k->ordered,
+				     k->batchsize,
 				     ex ? "BACKGROUND" : "THREADED",
-				     st.buffersize, cases[c].want);
+				     st.buffersize, k->want);
 		}
+	}
+}
+
+/* The bound the memory tests check (buffer_rule.h) is the header's rule:
+ * the same cases, through the tests' own copy of it. */
+Test(stats, the_tests_copy_of_the_buffer_rule_gives_the_headers_values)
+{
+	for (size_t c = 0; c < NBUFFER_CASES; c++) {
+		const struct buffer_case *k = &buffer_cases[c];
+		size_t cap = k->batchsize ? k->batchsize : 1;
+		size_t got = rule_default_buffersize(
+			k->batchsize != 0, k->ordered, k->nthreads,
+			rule_unit_bytes(cap, k->obs_size));
+
+		cr_expect_eq(got, k->want,
+			     "case %zu: buffer_rule.h gives %zu, want %zu", c,
+			     got, k->want);
 	}
 }
