@@ -357,27 +357,60 @@ static unsigned room_sleepers(struct eachobs__window *win)
 	return n;
 }
 
+/* Whether cond(arg) came true within about ms milliseconds: what another
+ * thread does is seen from outside only by looking again, once a
+ * millisecond (a sleep, not a spin). */
+static bool within_ms(bool (*cond)(const void *), const void *arg, int ms)
+{
+	for (int t = 0; t < ms && !cond(arg); t++)
+		usleep(1000);
+	return cond(arg);
+}
+
+struct sleepers_at_least {
+	struct eachobs__window *win;
+	unsigned n;
+};
+
+static bool enough_asleep(const void *arg)
+{
+	const struct sleepers_at_least *a = arg;
+
+	return room_sleepers(a->win) >= a->n;
+}
+
 /* Start s, and return once `asleep` loaders sleep for room in all (5 s at
  * most). */
 static void start_sleeper(struct sleeper *s, struct eachobs__window *win,
 			  size_t unit, unsigned asleep)
 {
+	struct sleepers_at_least a = { win, asleep };
+
 	s->win = win;
 	s->unit = unit;
 	atomic_init(&s->returned, false);
 	cr_assert_eq(pthread_create(&s->th, NULL, sleeper_main, s), 0);
-	for (int t = 0; t < 5000 && room_sleepers(win) < asleep; t++)
-		usleep(1000);
+	within_ms(enough_asleep, &a, 5000);
 	cr_assert_eq(room_sleepers(win), asleep, "loader for unit %zu is not "
 		     "asleep", unit);
+}
+
+static bool has_returned(const void *arg)
+{
+	const struct sleeper *s = arg;
+
+	return atomic_load(&s->returned);
 }
 
 /* Whether s returned within about a second. */
 static bool returns(struct sleeper *s)
 {
-	for (int t = 0; t < 1000 && !atomic_load(&s->returned); t++)
-		usleep(1000);
-	return atomic_load(&s->returned);
+	return within_ms(has_returned, s, 1000);
+}
+
+static bool has_waiter(const void *arg)
+{
+	return atomic_load(&((const struct eachobs__event *)arg)->waiters) > 0;
 }
 
 Test(window, a_release_at_a_multiple_wakes_only_the_loaders_it_frees)
@@ -425,8 +458,7 @@ Test(window, a_loader_asleep_for_room_follows_a_change_of_depth)
 	 * its old one could still be woken at 2 and find room late). */
 	struct eachobs__event *ev =
 		&win.ev_room[(6 / win.step) % EACHOBS__ROOM_EVENTS];
-	for (int t = 0; t < 5000 && atomic_load(&ev->waiters) == 0; t++)
-		usleep(1000);
+	within_ms(has_waiter, ev, 5000);
 	bool moved = atomic_load(&ev->waiters) == 1;
 	for (size_t i = 0; i < 5; i++)
 		eachobs__window_release(&win, i);
