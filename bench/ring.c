@@ -31,8 +31,12 @@
  * eachobs; a second mpmc consumer is a thread of its own. Each repetition
  * runs every row once, after one untimed round at n / 10, so that all rows
  * share the machine's state; the table has the median over repetitions,
- * ns per item and M items/s, and x_spsc, the row's median ns per item over
- * ck spsc's.
+ * ns per item and M items/s, x_spsc, the row's median ns per item over
+ * ck spsc's, and x_round, the median over repetitions of the row's time
+ * over ck spsc's in the same repetition: on a shared machine whose speed
+ * drifts during a run, the ratio of two medians may pair a slow round of
+ * one row with a fast one of the other, the ratio within a round does
+ * not.
  *
  * Usage: ring [--n N] [--threads LIST] [--consumers LIST] [--reps R]
  *             [--quick] [--csv FILE] [--help]
@@ -88,6 +92,7 @@ struct row {
 	size_t batch;	     /* EACHOBS only; 0: one item per eachobs_next */
 	unsigned p, c;	     /* producers or workers; consumers */
 	uint64_t wall[BENCH_MAX_REPS];
+	double x_round; /* the median of wall[rep] / ck spsc's wall[rep] */
 };
 
 static void usage(FILE *f, const char *prog)
@@ -101,7 +106,9 @@ static void usage(FILE *f, const char *prog)
 		"producers and C consumers), beside eachobs's cost per item with\n"
 		"a getobs that does nothing (THREADED and BACKGROUND, unordered\n"
 		"and ordered, and batches of %u), in one run: ns per item,\n"
-		"M items/s and each row over the single-producer ring (x_spsc).\n"
+		"M items/s and each row over the single-producer ring: the\n"
+		"ratio of the medians (x_spsc) and the median of the ratios\n"
+		"within each round (x_round).\n"
 		"\n"
 		"  --n N             items per run (default %llu)\n"
 		"  --threads LIST    comma-separated P: ring producers and eachobs\n"
@@ -520,11 +527,23 @@ static void print_header(const struct options *o)
 	       model, sysconf(_SC_NPROCESSORS_ONLN), usable, load);
 	printf("# n = %zu, median of %u interleaved rounds after one at "
 	       "n / 10; start to join or close, every index checked; "
-	       "x_spsc: ns/item over ck spsc's%s\n",
+	       "x_spsc: ns/item over ck spsc's; x_round: the median of that "
+	       "ratio within each round%s\n",
 	       o->n, o->args.reps, o->args.quick ? "; quick mode" : "");
-	printf("%-20s %-3s %5s %4s %3s %10s %10s %10s %9s %7s\n", "row",
+	printf("%-20s %-3s %5s %4s %3s %10s %10s %10s %9s %7s %7s\n", "row",
 	       "ord", "batch", "P", "C", "n", "ns/item", "best_ns", "Mitem/s",
-	       "x_spsc");
+	       "x_spsc", "x_round");
+}
+
+/* The median over repetitions of r's time over base's in the same one. */
+static double round_ratio(const struct row *r, const struct row *base,
+			  unsigned reps)
+{
+	double ratio[BENCH_MAX_REPS];
+
+	for (unsigned k = 0; k < reps; k++)
+		ratio[k] = (double)r->wall[k] / (double)base->wall[k];
+	return median_double(ratio, reps);
 }
 
 static void emit(FILE *csv, struct row *r, size_t n, unsigned reps,
@@ -538,13 +557,14 @@ static void emit(FILE *csv, struct row *r, size_t n, unsigned reps,
 	unsigned batch = r->kind == EACHOBS && r->batch ? (unsigned)r->batch
 							 : 1;
 
-	printf("%-20s %-3s %5u %4u %3u %10zu %10.2f %10.2f %9.2f %7.2f\n",
+	printf("%-20s %-3s %5u %4u %3u %10zu %10.2f %10.2f %9.2f %7.2f "
+	       "%7.2f\n",
 	       row_name(r), row_ordered(r), batch, r->p, r->c, n, ns, best,
-	       rate, ns / spsc_ns);
+	       rate, ns / spsc_ns, r->x_round);
 	if (csv)
-		fprintf(csv, "%s,%s,%u,%u,%u,%zu,%u,%.4f,%.4f,%.4f,%.4f\n",
+		fprintf(csv, "%s,%s,%u,%u,%u,%zu,%u,%.4f,%.4f,%.4f,%.4f,%.4f\n",
 			row_name(r), row_ordered(r), batch, r->p, r->c, n, reps,
-			ns, best, rate, ns / spsc_ns);
+			ns, best, rate, ns / spsc_ns, r->x_round);
 }
 
 int main(int argc, char **argv)
@@ -562,7 +582,8 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &o);
 	csv = open_csv(o.args.csv_path,
 		       "row,ordered,batch,producers,consumers,n,reps,"
-		       "ns_per_item,best_ns_per_item,mitems_per_s,x_spsc\n");
+		       "ns_per_item,best_ns_per_item,mitems_per_s,x_spsc,"
+		       "x_round\n");
 	nrows = make_rows(&o, &rows);
 	seen = malloc(o.n);
 	if (seen == NULL)
@@ -583,6 +604,9 @@ int main(int argc, char **argv)
 			rows[i].wall[rep] = run_row(&rows[i], o.n, seen);
 		}
 	clear_progress();
+	/* Before emit, which sorts each row's times. */
+	for (size_t i = 0; i < nrows; i++)
+		rows[i].x_round = round_ratio(&rows[i], &rows[0], o.args.reps);
 	spsc_ns = (double)median_u64(rows[0].wall, o.args.reps) /
 		  (double)o.n;
 	for (size_t i = 0; i < nrows; i++)
