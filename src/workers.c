@@ -178,6 +178,11 @@ int eachobs__workers_start(struct eachobs__workers *ws)
 		return rc; /* nothing started */
 	if (ws->lender)
 		borrow(ws);
+	/* Before the gate can open: with every worker lent it opens below,
+	 * before the loop, and a lent worker's autotune may then grow the
+	 * set at once (eachobs__workers_grow reads `next` under grow_lock,
+	 * which this thread does not hold). */
+	ws->next = ws->nlent;
 	/* cpus the system refuses fail the start on lent threads as on
 	 * created ones; asked on one lent thread, the answer holds for all
 	 * (lender.c). The lent threads are woken all the same, to see the
@@ -196,7 +201,9 @@ int eachobs__workers_start(struct eachobs__workers *ws)
 		return rc; /* the caller closes; nothing ran */
 	unsigned upto = ws->nstart && ws->nstart < ws->nthreads ? ws->nstart
 							       : ws->nthreads;
-	for (ws->next = ws->nlent; ws->next < upto; ws->next++) {
+	/* The gate is still closed here whenever this loop runs (some
+	 * worker is not lent): no worker runs, nobody else reads `next`. */
+	for (; ws->next < upto; ws->next++) {
 		rc = create(ws, ws->next);
 		if (rc < 0)
 			return rc;
