@@ -31,6 +31,7 @@
 #include <eachobs.h>
 
 #include "util.h"
+#include "../test/buffer_rule.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -123,23 +124,13 @@ static void parse_own(int ch, const char *arg, void *ctx)
 	}
 }
 
-/* The default the library picks (eachobs.h, eachobs_options.buffersize):
- * the largest of the minimum, 4 per thread, and as many as fit the
- * default bytes (each slot at least 64), at most the default maximum,
- * which is larger ordered. */
+/* The default the library picks for unbatched observations of obs_bytes
+ * on p threads, as the header states it (test/buffer_rule.h, the tests'
+ * statement of the rule: one place to change when the rule does). */
 static size_t default_buffersize(unsigned p, size_t obs_bytes, bool ordered)
 {
-	size_t slot = (obs_bytes + 63) / 64 * 64;
-	size_t fit = EACHOBS_DEFAULT_BUFFER_BYTES / (slot ? slot : 64);
-	size_t most = ordered ? EACHOBS_DEFAULT_ORDERED_BUFFER_MAX
-			      : EACHOBS_DEFAULT_BUFFER_MAX;
-	size_t b = EACHOBS_DEFAULT_BUFFER_MIN;
-
-	if (fit > most)
-		fit = most;
-	if ((size_t)EACHOBS_DEFAULT_BUFFER_PER_THREAD * p > b)
-		b = (size_t)EACHOBS_DEFAULT_BUFFER_PER_THREAD * p;
-	return fit > b ? fit : b;
+	return rule_default_buffersize(false, ordered, p,
+				       rule_unit_bytes(1, obs_bytes));
 }
 
 static int cmp_size(const void *a, const void *b)

@@ -6,8 +6,9 @@
  * test, so they must not borrow it. test_stats checks the library against
  * hard-coded values of this rule.
  *
- * Header-only: the Criterion suites, the plain-main stress programs and
- * the libFuzzer target (tools/fuzz.sh) all include it.
+ * Header-only: the Criterion suites, the plain-main stress programs, the
+ * libFuzzer target (tools/fuzz.sh) and bench/buffersize, which marks the
+ * defaults in its table, all include it.
  */
 #ifndef EACHOBS_TEST_BUFFER_RULE_H
 #define EACHOBS_TEST_BUFFER_RULE_H
