@@ -64,6 +64,8 @@ static void *take_over(void *item)
  *   5: a depth that rises again gives back no withheld credit
  *   6: the consumer keeps empty items back beyond the credits it owes
  *   7: a peek shows the item one entry further behind than asked
+ *   8: empty items given back together all go to the lane, past its
+ *      share (while its ring has room)
  */
 #ifndef EACHOBS__BREAK
 #define EACHOBS__BREAK 0
@@ -304,15 +306,43 @@ size_t eachobs__handoff_get_free_run(struct eachobs__handoff *h,
 
 /* Back to the lane the consumer last took from, which is loading, unless
  * it keeps enough; then to the spares. */
-static void put_back(struct eachobs__handoff *h, void *item)
+/*
+ * Up to k items onto a ring only the consumer puts on, while it holds
+ * fewer than `keep` entries: what ck_ring_enqueue_spmc does for one entry
+ * (the same loads, fence and tail), for a run, so that the head others
+ * move is read once per run, not per item. The number put.
+ */
+static unsigned enqueue_free_run(ck_ring_t *r, ck_ring_buffer_t *buf,
+				 void *const *items, unsigned k,
+				 unsigned keep)
+{
+	unsigned t = r->p_tail;
+	unsigned held = t - ck_pr_load_uint(&r->c_head);
+	unsigned n = held >= keep ? 0 : keep - held;
+
+	if (n > k)
+		n = k;
+	for (unsigned i = 0; i < n; i++)
+		buf[(t + i) & r->mask].value = items[i];
+	ck_pr_fence_store();
+	ck_pr_store_uint(&r->p_tail, t + n);
+	return n;
+}
+
+/* Empty items back to the lane the consumer last took from, up to what it
+ * keeps for its producer, the rest to the spares. Cannot fail: the spare
+ * ring holds more entries than there are items. */
+static void put_back(struct eachobs__handoff *h, void *const *items,
+		     unsigned k)
 {
 	struct eachobs__lane *l = &h->lanes[h->back];
+	unsigned n = enqueue_free_run(&l->free, l->free_buf, items, k,
+				      EACHOBS__BREAK == 8 ? l->free.mask
+							  : EACHOBS__LANE_FREE);
 
-	/* Cannot fail: the spare ring holds more entries than there are
-	 * items. */
-	if (ck_ring_size(&l->free) >= EACHOBS__LANE_FREE ||
-	    !ck_ring_enqueue_spmc(&l->free, l->free_buf, item))
-		ck_ring_enqueue_spmc(&h->spare, h->spare_buf, item);
+	if (n < k)
+		enqueue_free_run(&h->spare, h->spare_buf, items + n, k - n,
+				 h->spare.mask);
 }
 
 /* The fence of a notify that is never missed, per item, was the dearest
@@ -335,12 +365,22 @@ static void flush_stash(struct eachobs__handoff *h)
 
 	if (n == 0)
 		return;
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < n; i++)
 		hand_over(h->stash[i]);
-		put_back(h, h->stash[i]);
-	}
+	put_back(h, h->stash, n);
 	h->nstash = 0;
 	notify_free(h, (int)n);
+}
+
+/* Out of line: put_free's common case, keeping the item, then saves no
+ * registers. */
+static __attribute__((noinline)) void put_now(struct eachobs__handoff *h,
+					      void *item)
+{
+	flush_stash(h);
+	hand_over(item);
+	put_back(h, &item, 1);
+	notify_free(h, 1);
 }
 
 void eachobs__handoff_put_free(struct eachobs__handoff *h, void *item)
@@ -352,10 +392,7 @@ void eachobs__handoff_put_free(struct eachobs__handoff *h, void *item)
 		h->stash[h->nstash++] = item;
 		return;
 	}
-	flush_stash(h);
-	hand_over(item);
-	put_back(h, item);
-	notify_free(h, 1);
+	put_now(h, item);
 }
 
 /* ---- credits ------------------------------------------------------- */

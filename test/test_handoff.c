@@ -11,7 +11,8 @@
  * run of items only while they come a few microseconds apart, a nap
  * ends by itself, naps stop once items do, and a napping consumer still
  * takes every item once; a run of empty items
- * comes from every ring; what the consumer keeps back to put together
+ * comes from every ring; items given back together fill their lane's
+ * share, then the spares; what the consumer keeps back to put together
  * never starves a credit; a depth set lower bounds
  * what waits to it, and one set higher again gives the credits back,
  * from any thread; the halt word ends every wait.
@@ -159,6 +160,55 @@ Test(handoff, a_run_of_empty_items_comes_from_every_ring_each_item_once)
 	/* Halted, a run that cannot be filled ends short. */
 	atomic_store(&halt, 0);
 	cr_assert_eq(eachobs__handoff_get_free_run(&h, 1, run, 4), 0);
+	eachobs__handoff_fini(&h);
+}
+
+/*
+ * Items the consumer kept back go to its lane together, up to the
+ * EACHOBS__LANE_FREE that lane keeps, and the rest of the group to the
+ * spares: none lost, none twice, the lane never past its share. One lane,
+ * 80 items: its producer takes and loads 40; the consumer gives each back
+ * once it took the next, as an iterator does, so that groups of up to 15
+ * go back at each settle, and the last group, 8, finds room in the lane
+ * for one.
+ */
+Test(handoff, a_group_put_back_together_fills_its_lane_then_the_spares)
+{
+	_Atomic size_t halt = SIZE_MAX;
+	struct eachobs__handoff h;
+	size_t items[80];
+	void *run[80], *prev = NULL;
+	bool seen[80] = { false };
+
+	init(&h, 64, 80, 1, &halt, items);
+	cr_assert_eq(ck_ring_size(&h.lanes[0].free), EACHOBS__LANE_FREE);
+	cr_assert_eq(eachobs__handoff_get_free_run(&h, 0, run, 40), 40);
+	cr_assert_eq(eachobs__handoff_take_credits(&h, 40), 40);
+	eachobs__handoff_publish(&h, 0, run, 40);
+	for (int i = 0; i < 40; i++) {
+		void *item = eachobs__handoff_get_ready(&h);
+		cr_assert_not_null(item, "item %d", i);
+		if (prev)
+			eachobs__handoff_put_free(&h, prev);
+		prev = item;
+	}
+	cr_assert_gt(h.nstash, 1, "the last group is kept back");
+	atomic_store(&halt, 0);
+	eachobs__handoff_wait_ready(&h, NULL, NULL); /* gives it all back */
+	atomic_store(&halt, SIZE_MAX);
+	cr_assert_eq(h.nstash, 0);
+	eachobs__handoff_put_free(&h, prev);
+	cr_assert_eq(ck_ring_size(&h.lanes[0].free), EACHOBS__LANE_FREE,
+		     "the lane holds %u, keeps %d",
+		     ck_ring_size(&h.lanes[0].free), EACHOBS__LANE_FREE);
+	cr_assert_eq(ck_ring_size(&h.spare), 80 - EACHOBS__LANE_FREE);
+	cr_assert_eq(eachobs__handoff_get_free_run(&h, 0, run, 80), 80);
+	for (size_t k = 0; k < 80; k++) {
+		size_t i = (size_t)((size_t *)run[k] - items);
+		cr_assert_lt(i, 80);
+		cr_assert_not(seen[i], "item %zu back twice", i);
+		seen[i] = true;
+	}
 	eachobs__handoff_fini(&h);
 }
 
