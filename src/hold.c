@@ -100,7 +100,11 @@ static void drop(struct eachobs__hold *h, unsigned i)
 		h->give_back(h->owner, item->slot);
 	else
 		h->spares[h->nspares++] = item->b;
-	*item = h->items[--h->n];
+	/* The last one in its place: automatic hold drops its only item per
+	 * observation, and copying an item onto itself cost as much as the
+	 * rest of the drop. */
+	if (i != --h->n)
+		*item = h->items[h->n];
 }
 
 const struct eachobs__buf *eachobs__hold_find(const struct eachobs__hold *h,

@@ -27,8 +27,11 @@ static void record_failure(eachobs_iter *it, size_t idx, int code)
 
 /* on_error = SKIP: record the failed entries from `bad` on and move the
  * good ones down over them, so a batch stays contiguous. Only this error
- * path moves observation bytes. */
-static void compact(eachobs_iter *it, struct eachobs__buf *b, size_t bad)
+ * path moves observation bytes (out of line: not the consumer's common
+ * path). */
+static __attribute__((noinline)) void compact(eachobs_iter *it,
+					      struct eachobs__buf *b,
+					      size_t bad)
 {
 	size_t keep = bad;
 
