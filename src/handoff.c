@@ -304,13 +304,12 @@ size_t eachobs__handoff_get_free_run(struct eachobs__handoff *h,
 	return got;
 }
 
-/* Back to the lane the consumer last took from, which is loading, unless
- * it keeps enough; then to the spares. */
 /*
  * Up to k items onto a ring only the consumer puts on, while it holds
  * fewer than `keep` entries: what ck_ring_enqueue_spmc does for one entry
- * (the same loads, fence and tail), for a run, so that the head others
- * move is read once per run, not per item. The number put.
+ * (the same loads and stores), for a run, so that the head others move is
+ * read once per run, not per item. The number put; with none, the tail's
+ * line, which the takers read, is not written.
  */
 static unsigned enqueue_free_run(ck_ring_t *r, ck_ring_buffer_t *buf,
 				 void *const *items, unsigned k,
@@ -320,8 +319,13 @@ static unsigned enqueue_free_run(ck_ring_t *r, ck_ring_buffer_t *buf,
 	unsigned held = t - ck_pr_load_uint(&r->c_head);
 	unsigned n = held >= keep ? 0 : keep - held;
 
+	/* The takers read the entries below their head before they moved it
+	 * (dequeue_free_run); those are rewritten after. */
+	atomic_thread_fence(memory_order_acquire);
 	if (n > k)
 		n = k;
+	if (n == 0)
+		return 0;
 	for (unsigned i = 0; i < n; i++)
 		buf[(t + i) & r->mask].value = items[i];
 	ck_pr_fence_store();
