@@ -60,11 +60,6 @@ void eachobs__hold_fini(struct eachobs__hold *h)
 	eachobs__free(h->spares);
 }
 
-bool eachobs__hold_full(const struct eachobs__hold *h)
-{
-	return h->n == h->max;
-}
-
 bool eachobs__hold_has(const struct eachobs__hold *h,
 		       const struct eachobs__slot *slot)
 {

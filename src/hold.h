@@ -50,8 +50,12 @@ int eachobs__hold_init(struct eachobs__hold *h, unsigned hold, bool swap,
 		       void (*give_back)(eachobs_iter *, struct eachobs__slot *),
 		       eachobs_iter *owner, struct eachobs__arena *arena);
 void eachobs__hold_fini(struct eachobs__hold *h);
-/* Whether another item can be held. */
-bool eachobs__hold_full(const struct eachobs__hold *h);
+/* Whether another item can be held (inline: the consumer asks before
+ * every observation). */
+static inline bool eachobs__hold_full(const struct eachobs__hold *h)
+{
+	return h->n == h->max;
+}
 /* Whether slot is held (not swapped out). */
 bool eachobs__hold_has(const struct eachobs__hold *h,
 		       const struct eachobs__slot *slot);
