@@ -57,28 +57,27 @@ static void check(unsigned char *seen, size_t n, bool ordered, size_t pos,
 		die("index %zu yielded with %zu in its slot", idx, held);
 }
 
-/* Drain it a call at a time; every index once (in order when ordered). */
+/* Drain it a call at a time; every index once (in order when ordered).
+ * One observation a call is the checking consumer the benchmarks share
+ * (consume); batches are checked entry by entry the same way. */
 static void drain(eachobs_iter *it, const struct opts *o, size_t n,
 		  unsigned char *seen)
 {
-	size_t pos = 0, idx;
-	const void *obs;
+	size_t pos = 0;
 	eachobs_batch b;
 	int rc;
 
 	if (o->batch == 0) {
-		while ((rc = eachobs_next(it, &obs, &idx)) == 1)
-			check(seen, n, o->ordered, pos++, idx, obs);
-	} else {
-		while ((rc = eachobs_next_batch(it, &b)) == 1)
-			for (size_t j = 0; j < b.count; j++)
-				check(seen, n, o->ordered, pos++, b.idx[j],
-				      (const unsigned char *)b.data +
-					      j * sizeof(size_t));
+		consume(it, n, o->ordered, seen);
+		return;
 	}
+	while ((rc = eachobs_next_batch(it, &b)) == 1)
+		for (size_t j = 0; j < b.count; j++)
+			check(seen, n, o->ordered, pos++, b.idx[j],
+			      (const unsigned char *)b.data +
+				      j * sizeof(size_t));
 	if (rc < 0)
-		die("eachobs_next%s: %s", o->batch ? "_batch" : "",
-		    eachobs_strerror(rc));
+		die("eachobs_next_batch: %s", eachobs_strerror(rc));
 	if (pos != n)
 		die("%zu of %zu observations yielded", pos, n);
 }
