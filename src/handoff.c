@@ -304,6 +304,18 @@ size_t eachobs__handoff_get_free_run(struct eachobs__handoff *h,
 	return got;
 }
 
+/* A ring's one producer, with room for them: items[0..k) at its tail t,
+ * then, fenced after the entries, the tail past them; how every enqueue
+ * here ends, as ck_ring's do. */
+static void put_run(ck_ring_t *r, ck_ring_buffer_t *buf, unsigned t,
+		    void *const *items, unsigned k)
+{
+	for (unsigned i = 0; i < k; i++)
+		buf[(t + i) & r->mask].value = items[i];
+	ck_pr_fence_store();
+	ck_pr_store_uint(&r->p_tail, t + k);
+}
+
 /*
  * Up to k items onto a ring only the consumer puts on, while it holds
  * fewer than `keep` entries: what ck_ring_enqueue_spmc does for one entry
@@ -326,10 +338,7 @@ static unsigned enqueue_free_run(ck_ring_t *r, ck_ring_buffer_t *buf,
 		n = k;
 	if (n == 0)
 		return 0;
-	for (unsigned i = 0; i < n; i++)
-		buf[(t + i) & r->mask].value = items[i];
-	ck_pr_fence_store();
-	ck_pr_store_uint(&r->p_tail, t + n);
+	put_run(r, buf, t, items, n);
 	return n;
 }
 
@@ -541,10 +550,7 @@ static void enqueue_ready(struct eachobs__lane *l, void *const *items,
 		atomic_thread_fence(memory_order_acquire);
 		assert(t + (unsigned)k - l->head_seen <= r->mask);
 	}
-	for (size_t i = 0; i < k; i++)
-		l->ready_buf[(t + (unsigned)i) & r->mask].value = items[i];
-	ck_pr_fence_store();
-	ck_pr_store_uint(&r->p_tail, t + (unsigned)k);
+	put_run(r, l->ready_buf, t, items, (unsigned)k);
 }
 
 /*
